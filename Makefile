@@ -1,0 +1,28 @@
+# Quick start: `make demo` and `make test`. Both create (or reuse) .venv in the repo and install
+# what they need into it, pinned by constraints.txt.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install test demo clean
+
+$(STAMP): setup.py constraints.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	@touch $@
+
+install: $(STAMP)
+
+## test: the whole suite on real Airflow components, SQLite and PostgreSQL (the command CI runs)
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## demo: run the example pipeline on an embedded Airflow (SQLite, LocalExecutor, local Spark)
+demo: install
+	$(BIN)/python scripts/demo.py
+
+clean:
+	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

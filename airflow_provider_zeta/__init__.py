@@ -1,0 +1,24 @@
+"""airflow-provider-zeta: failover-safe multi-source PySpark pipelines for Apache Airflow 3.3+.
+
+The public operators are imported lazily: a Spark driver imports ``airflow_provider_zeta.runtime``
+through this package, and the task supervisor gives it an environment in which ``import airflow``
+fails (an unusable metadata DB URL). Nothing at this level may import Airflow eagerly.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it; filled in as the operators land.
+_LAZY_PUBLIC_NAMES: dict[str, str] = {}
+
+__all__ = ["__version__", *_LAZY_PUBLIC_NAMES]
+
+
+def __getattr__(name: str):
+    module_name = _LAZY_PUBLIC_NAMES.get(name)
+    if module_name is None:
+        raise AttributeError(f"module 'airflow_provider_zeta' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module_name), name)

@@ -1,0 +1,1 @@
+"""Test support shipped with the provider: a real Airflow cluster on this machine (``cluster``)."""

@@ -1,0 +1,707 @@
+"""A real Airflow deployment on this machine, for tests, demos and benchmarks.
+
+Theory of operation
+-------------------
+``AirflowCluster`` builds a throw-away ``AIRFLOW_HOME`` in a temporary directory, points it at a
+fresh metadata database (a new SQLite file, or a new database it creates on a PostgreSQL server),
+migrates it, and starts the four Airflow 3 components — ``api-server``, ``scheduler``,
+``dag-processor`` and ``triggerer`` — each as its own process group, tracked by PID, with its
+output in ``<home>/component-logs/<name>.<n>.log``. The scheduler uses the LocalExecutor, so task
+workers are children of the scheduler process.
+
+Everything is configured through ``AIRFLOW__*`` environment variables that the harness passes to
+the components; the test process itself never imports Airflow's settings, so it cannot pollute or
+be polluted by them. The test process talks to the cluster through the public REST API (JWT from
+the simple auth manager) and, for a few read-only checks the API does not offer, with a plain
+SQLAlchemy connection to the metadata database.
+
+Failure detection is shortened so that a component killed with ``SIGKILL`` is noticed in seconds:
+orphaned tasks are checked every few seconds and a scheduler or triggerer counts as dead after
+``health_threshold`` seconds without a heartbeat. The thresholds keep a margin on purpose: on a
+2-core machine with Spark JVMs starting, a 10 s scheduler threshold made the scheduler reset its own
+running tasks as orphans (see DESIGN.md).
+
+Each component is started as the leader of a new session, and its children (LocalExecutor workers,
+task supervisors and task processes) stay in that session even when they change process group.
+Every process also carries ``ZETA_HARNESS_ID=<id>`` in its environment, which finds descendants that
+left the session (a detached Spark driver calls ``setsid``); the session check is needed as well
+because processes that call ``setproctitle`` overwrite what ``/proc/<pid>/environ`` shows. Teardown
+kills exactly the processes found either way — by PID, never by name — so two clusters on one
+machine never touch each other's processes, and orphans of a killed component (re-parented away
+from the harness) are still found.
+
+The module imports neither Airflow nor pytest, so scripts (the demo, benchmarks) can use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+TERMINAL_RUN_STATES = frozenset({"success", "failed"})
+TERMINAL_TI_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+POSTGRES_SERVER_URL = os.environ.get("ZETA_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432")
+HARNESS_ENV_MARKER = "ZETA_HARNESS_ID"
+
+
+class ClusterError(RuntimeError):
+    """The cluster did not reach the state a caller waited for; the message says what it saw."""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def postgres_available(server_url: str = POSTGRES_SERVER_URL) -> bool:
+    """True when a PostgreSQL server answers at ``server_url`` (used to decide skips outside CI)."""
+    try:
+        import psycopg2  # noqa: F401 - the driver Airflow will use
+    except ImportError:
+        return False
+    parsed = urllib.parse.urlsplit(server_url.replace("+psycopg2", ""))
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or 5432), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class MetadataDatabase:
+    """A metadata database that belongs to one cluster: created fresh, dropped on ``drop()``."""
+
+    url: str
+    kind: str  # "sqlite" | "postgres"
+    _drop: Callable[[], None] | None = None
+
+    @classmethod
+    def fresh_sqlite(cls, directory: Path, busy_timeout_s: int = 60) -> MetadataDatabase:
+        # A long busy timeout: several components write at once under Spark load, and the default
+        # made components crash with "database is locked" (DESIGN.md).
+        path = directory / "airflow.db"
+        return cls(url=f"sqlite:///{path}?timeout={busy_timeout_s}", kind="sqlite")
+
+    @classmethod
+    def fresh_postgres(cls, server_url: str = POSTGRES_SERVER_URL, name: str | None = None) -> MetadataDatabase:
+        import psycopg2
+
+        name = name or f"zeta_test_{secrets.token_hex(4)}"
+        admin_dsn = _psycopg2_dsn(server_url, "postgres")
+        conn = psycopg2.connect(admin_dsn)
+        conn.autocommit = True
+        try:
+            with conn.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            conn.close()
+
+        def drop() -> None:
+            conn = psycopg2.connect(admin_dsn)
+            conn.autocommit = True
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (name,),
+                    )
+                    cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            finally:
+                conn.close()
+
+        return cls(url=f"{server_url.rstrip('/')}/{name}", kind="postgres", _drop=drop)
+
+    def drop(self) -> None:
+        if self._drop is not None:
+            self._drop()
+            self._drop = None
+
+
+def _psycopg2_dsn(server_url: str, database: str) -> str:
+    parsed = urllib.parse.urlsplit(server_url.replace("postgresql+psycopg2", "postgresql"))
+    return urllib.parse.urlunsplit((parsed.scheme, parsed.netloc, f"/{database}", parsed.query, ""))
+
+
+@dataclass
+class Component:
+    name: str
+    process: subprocess.Popen
+    log_path: Path
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+
+class AirflowCluster:
+    """Airflow api-server, scheduler, dag-processor and triggerer on one metadata DB.
+
+    Use as a context manager, or call ``start()`` and ``stop()``. ``db`` is ``"sqlite"``,
+    ``"postgres"`` or a ``MetadataDatabase``. ``extra_env`` adds or overrides ``AIRFLOW__*``
+    settings (and anything else the components should see).
+    """
+
+    def __init__(
+        self,
+        dags_folder: str | os.PathLike,
+        db: str | MetadataDatabase = "sqlite",
+        *,
+        home: str | os.PathLike | None = None,
+        extra_env: dict[str, str] | None = None,
+        health_threshold_s: int = 20,
+        task_heartbeat_timeout_s: int = 30,
+        parallelism: int = 8,
+        keep_home: bool = False,
+    ) -> None:
+        self.dags_folder = Path(dags_folder).resolve()
+        if not self.dags_folder.is_dir():
+            raise ValueError(f"dags_folder {self.dags_folder} is not a directory")
+        self.home = Path(home) if home else Path(tempfile.mkdtemp(prefix="zeta-airflow-"))
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.keep_home = keep_home or home is not None
+        self.cluster_id = secrets.token_hex(6)
+        self._db_spec = db
+        self.db: MetadataDatabase | None = db if isinstance(db, MetadataDatabase) else None
+        self.api_port = free_port()
+        self.api_url = f"http://127.0.0.1:{self.api_port}"
+        self.components: dict[str, Component] = {}
+        self.component_history: list[Component] = []
+        self._starts: dict[str, int] = {}
+        self._token: str | None = None
+        self._password = secrets.token_urlsafe(12)
+        self._extra_env = dict(extra_env or {})
+        self.health_threshold_s = health_threshold_s
+        self.task_heartbeat_timeout_s = task_heartbeat_timeout_s
+        self.parallelism = parallelism
+        self._sqlalchemy_engine = None
+
+    # ------------------------------------------------------------------ setup / teardown
+
+    @property
+    def db_kind(self) -> str:
+        assert self.db is not None
+        return self.db.kind
+
+    def env(self) -> dict[str, str]:
+        """The environment every component (and the CLI) runs with."""
+        assert self.db is not None, "call prepare() first"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+        env.update(
+            {
+                HARNESS_ENV_MARKER: self.cluster_id,
+                "AIRFLOW_HOME": str(self.home),
+                "PYTHONUNBUFFERED": "1",
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
+                "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api_url}/execution/",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.home / "passwords.json"),
+                "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(
+                    self.cluster_id.encode().ljust(32, b"0")
+                ).decode(),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.db.url,
+                "AIRFLOW__API__BASE_URL": self.api_url,
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.api_port),
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__API__SECRET_KEY": f"zeta-{self.cluster_id}",
+                "AIRFLOW__API_AUTH__JWT_SECRET": f"zeta-jwt-{self.cluster_id}-{self.cluster_id}",
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                # Notice a dead component in seconds, with margin against spurious resets.
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+                "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": str(self.health_threshold_s),
+                "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(self.task_heartbeat_timeout_s),
+                "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+                "AIRFLOW__SCHEDULER__PARSING_CLEANUP_INTERVAL": "30",
+                "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "2",
+                "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(self.health_threshold_s),
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+                "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+                "AIRFLOW__DAG_PROCESSOR__STALE_DAG_THRESHOLD": "120",
+                "AIRFLOW__ZETA__STATE_ROOT": str(self.home / "zeta-state"),
+            }
+        )
+        env.update(self._extra_env)
+        return env
+
+    def prepare(self) -> None:
+        """Create the metadata DB (unless given), write the users file, migrate."""
+        if self.db is None:
+            if self._db_spec == "sqlite":
+                self.db = MetadataDatabase.fresh_sqlite(self.home)
+            elif self._db_spec == "postgres":
+                self.db = MetadataDatabase.fresh_postgres()
+            else:
+                raise ValueError(f"db must be 'sqlite', 'postgres' or a MetadataDatabase, got {self._db_spec!r}")
+        (self.home / "component-logs").mkdir(exist_ok=True)
+        (self.home / "passwords.json").write_text(json.dumps({"admin": self._password}))
+        self.cli("db", "migrate", timeout=600)
+
+    def start(self, components: Iterable[str] = COMPONENTS, wait_healthy: bool = True) -> AirflowCluster:
+        if self.db is None:
+            self.prepare()
+        for name in components:
+            self.start_component(name)
+        if wait_healthy:
+            self.wait_healthy()
+        return self
+
+    def stop(self) -> None:
+        """Stop every process of this cluster (by PID), dispose DB connections, drop the DB."""
+        self.stop_processes()
+        if self._sqlalchemy_engine is not None:
+            self._sqlalchemy_engine.dispose()
+            self._sqlalchemy_engine = None
+        if self.db is not None:
+            with contextlib.suppress(Exception):
+                self.db.drop()
+        if not self.keep_home:
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    def stop_processes(self) -> None:
+        """SIGTERM the components, then SIGKILL whatever of the cluster is still alive."""
+        for component in list(self.components.values()):
+            with contextlib.suppress(ProcessLookupError):
+                component.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for component in list(self.components.values()):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                component.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        self.kill_leftover_processes()
+
+    def __enter__(self) -> AirflowCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.print_logs()
+            self.stop()
+            raise
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ processes
+
+    def cli(self, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``airflow <args>`` against this cluster's home and database."""
+        result = subprocess.run(
+            [_airflow_executable(), *args],
+            env=self.env(),
+            cwd=self.home,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and result.returncode != 0:
+            raise ClusterError(
+                f"`airflow {' '.join(args)}` exited {result.returncode}\n"
+                f"stdout:\n{result.stdout[-4000:]}\nstderr:\n{result.stderr[-4000:]}"
+            )
+        return result
+
+    def start_component(self, name: str) -> Component:
+        if name not in COMPONENTS:
+            raise ValueError(f"unknown component {name!r}; expected one of {COMPONENTS}")
+        current = self.components.get(name)
+        if current is not None and current.alive():
+            raise ClusterError(f"{name} is already running as pid {current.pid}")
+        self._starts[name] = self._starts.get(name, 0) + 1
+        log_path = self.home / "component-logs" / f"{name}.{self._starts[name]}.log"
+        log_file = open(log_path, "ab")
+        args = [_airflow_executable(), name]
+        if name == "api-server":
+            args += ["--port", str(self.api_port), "--host", "127.0.0.1"]
+        process = subprocess.Popen(
+            args,
+            env=self.env(),
+            cwd=self.home,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log_file.close()
+        component = Component(name=name, process=process, log_path=log_path)
+        self.components[name] = component
+        self.component_history.append(component)
+        return component
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
+        """Send ``sig`` (default ``SIGKILL``) to the component's own PID, like a crash of that process.
+
+        Only that PID is signalled: children (LocalExecutor workers and their tasks) survive a
+        killed scheduler, as they do in production.
+        """
+        component = self.components.get(name)
+        if component is None or not component.alive():
+            raise ClusterError(f"{name} is not running")
+        os.kill(component.pid, sig)
+        component.process.wait(timeout=30)
+        return component.pid
+
+    def restart(self, name: str) -> Component:
+        component = self.components.get(name)
+        if component is not None and component.alive():
+            self.kill(name)
+        return self.start_component(name)
+
+    def harness_processes(self) -> list[dict[str, Any]]:
+        """Every live process started by this cluster or by its children (pid, ppid, cmdline)."""
+        sessions = {component.pid for component in self.component_history}
+        found = []
+        for pid in _all_pids():
+            if pid == os.getpid():
+                continue
+            stat = _stat(pid)
+            if stat is None:
+                continue
+            ppid, session = stat
+            if session in sessions or _environ_marker(pid) == self.cluster_id:
+                found.append({"pid": pid, "ppid": ppid, "cmdline": _cmdline(pid)})
+        return found
+
+    def kill_leftover_processes(self) -> list[int]:
+        killed = []
+        for _ in range(3):  # a dying parent may spawn or reap children meanwhile
+            procs = self.harness_processes()
+            if not procs:
+                break
+            for proc in procs:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc["pid"], signal.SIGKILL)
+                    killed.append(proc["pid"])
+            for component in self.component_history:
+                with contextlib.suppress(Exception):
+                    component.process.wait(timeout=1)
+            time.sleep(0.3)
+        return killed
+
+    # ------------------------------------------------------------------ REST API
+
+    def token(self) -> str:
+        if self._token is None:
+            response = self._http(
+                "POST", "/auth/token", body={"username": "admin", "password": self._password}, auth=False
+            )
+            self._token = response["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, body: Any = None, *, expect: Iterable[int] = (200, 201)) -> Any:
+        """Call the public REST API (``path`` relative to ``/api/v2``)."""
+        return self._http(method, f"/api/v2{path}", body=body, expect=expect)
+
+    def _http(
+        self, method: str, path: str, body: Any = None, *, auth: bool = True, expect: Iterable[int] = (200, 201)
+    ) -> Any:
+        expect = set(expect)
+        data = json.dumps(body).encode() if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if auth:
+            headers["Authorization"] = f"Bearer {self.token()}"
+        request = urllib.request.Request(self.api_url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                status, payload = response.status, response.read()
+        except urllib.error.HTTPError as error:
+            status, payload = error.code, error.read()
+            if status == 401 and auth and self._token is not None:
+                self._token = None  # expired: log in again once
+                return self._http(method, path, body, auth=auth, expect=expect)
+        parsed = json.loads(payload) if payload else None
+        if status not in expect:
+            raise ClusterError(f"{method} {path} -> HTTP {status}: {payload[:2000]!r}")
+        return parsed
+
+    def wait_healthy(self, timeout: float = 180) -> None:
+        """Wait until the API answers and reports a healthy metadatabase, scheduler and triggerer."""
+
+        def healthy():
+            self._assert_components_alive()
+            try:
+                health = self._http("GET", "/api/v2/monitor/health", auth=False)
+            except (OSError, ClusterError):
+                return None
+            statuses = {
+                part: (health.get(part) or {}).get("status")
+                for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+            }
+            wanted = {"metadatabase"} | {
+                part.replace("-", "_") for part in self.components if part != "api-server"
+            }
+            return health if all(statuses.get(part) == "healthy" for part in wanted) else None
+
+        self.wait_for(healthy, timeout, "all components healthy")
+
+    def _assert_components_alive(self) -> None:
+        for component in self.components.values():
+            if not component.alive():
+                raise ClusterError(
+                    f"{component.name} (pid {component.pid}) exited with {component.process.returncode}; "
+                    f"log tail:\n{_tail(component.log_path, 60)}"
+                )
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict:
+        """Wait until the dag-processor has parsed ``dag_id``; fail fast on its import error."""
+
+        def parsed():
+            errors = self.import_errors()
+            if errors:
+                raise ClusterError(f"import errors while waiting for {dag_id}: {json.dumps(errors, indent=1)}")
+            return self.api("GET", f"/dags/{dag_id}", expect=(200, 404)) or None
+
+        dag = self.wait_for(parsed, timeout, f"DAG {dag_id} parsed")
+        if dag.get("detail"):  # 404 body
+            raise ClusterError(str(dag))
+        return dag
+
+    def import_errors(self) -> list[dict]:
+        return self.api("GET", "/importErrors?limit=100")["import_errors"]
+
+    def trigger_run(
+        self,
+        dag_id: str,
+        logical_date: str | None = None,
+        *,
+        run_id: str | None = None,
+        conf: dict | None = None,
+        no_logical_date: bool = False,
+    ) -> str:
+        """Trigger a DAG run; returns its run_id. ``logical_date`` is ISO-8601 (UTC if naive)."""
+        body: dict[str, Any] = {"conf": conf or {}}
+        if no_logical_date:
+            body["logical_date"] = None
+        else:
+            body["logical_date"] = _iso_utc(logical_date) if logical_date else _iso_utc(None)
+        if run_id:
+            body["dag_run_id"] = run_id
+        return self.api("POST", f"/dags/{dag_id}/dagRuns", body)["dag_run_id"]
+
+    def dag_run(self, dag_id: str, run_id: str) -> dict:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{_q(run_id)}")
+
+    def wait_for_run(
+        self, dag_id: str, run_id: str, states: Iterable[str] = ("success",), timeout: float = 300
+    ) -> dict:
+        """Wait until the run is in one of ``states``; a different terminal state fails at once."""
+        states = set(states)
+
+        def reached():
+            run = self.dag_run(dag_id, run_id)
+            if run["state"] in states:
+                return run
+            if run["state"] in TERMINAL_RUN_STATES:
+                raise ClusterError(
+                    f"run {dag_id}/{run_id} ended {run['state']}, expected {sorted(states)}; "
+                    f"tasks: {self._ti_summary(dag_id, run_id)}"
+                )
+            return None
+
+        return self.wait_for(reached, timeout, f"run {dag_id}/{run_id} in {sorted(states)}")
+
+    def task_instances(self, dag_id: str, run_id: str) -> list[dict]:
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances?limit=1000")["task_instances"]
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict:
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}{suffix}")
+
+    def task_tries(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> list[dict]:
+        suffix = f"/{map_index}" if map_index >= 0 else ""
+        path = f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}{suffix}/tries"
+        return self.api("GET", path)["task_instances"]
+
+    def wait_for_task(
+        self,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        states: Iterable[str],
+        timeout: float = 300,
+        map_index: int = -1,
+    ) -> dict:
+        states = set(states)
+
+        def reached():
+            ti = self.task_instance(dag_id, run_id, task_id, map_index)
+            return ti if ti["state"] in states else None
+
+        return self.wait_for(reached, timeout, f"task {dag_id}/{run_id}/{task_id} in {sorted(states)}")
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
+        """The XCom value, or ``None`` when the task has not pushed it."""
+        path = f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/xcomEntries/{_q(key)}"
+        path += f"?map_index={map_index}&deserialize=true"
+        entry = self.api("GET", path, expect=(200, 404))
+        if entry is None or "value" not in entry:
+            return None
+        return entry["value"]
+
+    def task_state(self, dag_id: str, run_id: str, task_id: str, key: str | None = None, map_index: int = -1) -> Any:
+        """A task state store value (``key``), all of the task's keys as a dict (no key), or None."""
+        base = f"/dags/{dag_id}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/state-store"
+        if key is None:
+            response = self.api("GET", f"{base}?map_index={map_index}&limit=1000", expect=(200, 404))
+            if not response or "task_state_store" not in response:
+                return {}
+            return {entry["key"]: entry["value"] for entry in response["task_state_store"]}
+        entry = self.api("GET", f"{base}/{_q(key)}?map_index={map_index}", expect=(200, 404))
+        return None if entry is None or "value" not in entry else entry["value"]
+
+    def clear_run(self, dag_id: str, run_id: str) -> dict:
+        return self.api("POST", f"/dags/{dag_id}/dagRuns/{_q(run_id)}/clear", {"dry_run": False})
+
+    def set_run_state(self, dag_id: str, run_id: str, state: str) -> dict:
+        return self.api("PATCH", f"/dags/{dag_id}/dagRuns/{_q(run_id)}", {"state": state})
+
+    # ------------------------------------------------------------------ direct DB (read-only checks)
+
+    def db_query(self, sql: str, **params: Any) -> list[dict]:
+        """Run a read-only SQL query against the metadata DB from the test process."""
+        import sqlalchemy
+
+        if self._sqlalchemy_engine is None:
+            assert self.db is not None
+            self._sqlalchemy_engine = sqlalchemy.create_engine(self.db.url)
+        with self._sqlalchemy_engine.connect() as conn:
+            return [dict(row._mapping) for row in conn.execute(sqlalchemy.text(sql), params)]
+
+    # ------------------------------------------------------------------ waiting and diagnostics
+
+    def wait_for(self, probe: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
+        """Poll ``probe`` until it returns something truthy; raise ``ClusterError`` on timeout."""
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while True:
+            try:
+                result = probe()
+                if result:
+                    return result
+            except ClusterError:
+                raise
+            except (OSError, ValueError) as error:  # API restarting, connection refused, ...
+                last_error = error
+            if time.monotonic() > deadline:
+                raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+            time.sleep(interval)
+
+    def _ti_summary(self, dag_id: str, run_id: str) -> str:
+        try:
+            return ", ".join(
+                f"{ti['task_id']}{'' if ti['map_index'] < 0 else '[%d]' % ti['map_index']}="
+                f"{ti['state']}(try {ti['try_number']})"
+                for ti in self.task_instances(dag_id, run_id)
+            )
+        except Exception as error:  # diagnostics must not hide the original failure
+            return f"<unavailable: {error}>"
+
+    def logs(self, tail_lines: int = 80) -> str:
+        """Tails of every component log and of every task log, for a failed test's report."""
+        parts = []
+        for component in self.component_history:
+            parts.append(f"===== {component.log_path.name} (pid {component.pid}) =====\n{_tail(component.log_path, tail_lines)}")
+        task_logs = sorted((self.home / "logs").rglob("*.log")) if (self.home / "logs").exists() else []
+        for path in task_logs[-20:]:
+            parts.append(f"===== {path.relative_to(self.home)} =====\n{_tail(path, tail_lines)}")
+        return "\n".join(parts)
+
+    def print_logs(self, tail_lines: int = 80, file=None) -> None:
+        print(self.logs(tail_lines), file=file or sys.stderr)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _airflow_executable() -> str:
+    candidate = Path(sys.executable).with_name("airflow")
+    return str(candidate) if candidate.exists() else "airflow"
+
+
+def _iso_utc(value: str | None) -> str:
+    from datetime import datetime, timezone
+
+    if value is None:
+        return datetime.now(timezone.utc).isoformat()
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    return parsed.isoformat()
+
+
+def _q(value: str) -> str:
+    return urllib.parse.quote(value, safe="")
+
+
+def _tail(path: Path, lines: int) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - 200 * lines))
+            return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
+    except OSError as error:
+        return f"<cannot read {path}: {error}>"
+
+
+def _all_pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def _environ_marker(pid: int) -> str | None:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    prefix = HARNESS_ENV_MARKER.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode(errors="replace")
+    return None
+
+
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(parent pid, session id) of a live process, or None. Zombies count as gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] == "Z":
+        return None
+    return int(fields[1]), int(fields[3])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""

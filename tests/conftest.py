@@ -1,0 +1,89 @@
+"""Shared fixtures: real Airflow clusters on SQLite and PostgreSQL.
+
+``airflow_cluster`` is a factory: ``airflow_cluster(dags_folder, db_kind)`` starts a cluster that
+is stopped (every process by PID, database dropped) when the test ends. When the test fails, the
+tails of every component log and task log are printed into the report and the cluster's home is
+kept under ``test-artifacts/`` for a closer look.
+
+PostgreSQL-backed tests skip when no server answers at 127.0.0.1:5432 — except under ``CI=true``,
+where they fail instead: CI must never pass by skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_zeta.testing.cluster import AirflowCluster, postgres_available
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = PROJECT_ROOT / "test-artifacts"
+IN_CI = os.environ.get("CI", "").lower() == "true"
+DB_KINDS = ("sqlite", "postgres")
+
+
+def require_postgres() -> None:
+    if postgres_available():
+        return
+    if IN_CI:
+        pytest.fail("PostgreSQL is not reachable at 127.0.0.1:5432, and CI=true forbids skipping its tests")
+    pytest.skip("PostgreSQL is not reachable at 127.0.0.1:5432")
+
+
+@pytest.fixture(params=DB_KINDS)
+def db_kind(request) -> str:
+    """Parametrizes a test over both metadata databases."""
+    if request.param == "postgres":
+        require_postgres()
+    return request.param
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"zeta_report_{report.when}", report)
+    return report
+
+
+def _test_failed(item) -> bool:
+    return any(
+        getattr(item, f"zeta_report_{when}", None) is not None and getattr(item, f"zeta_report_{when}").failed
+        for when in ("setup", "call")
+    )
+
+
+@pytest.fixture
+def airflow_cluster(request):
+    clusters: list[AirflowCluster] = []
+
+    def start(dags_folder=PROJECT_ROOT / "dags", db_kind: str = "sqlite", components=None, **kwargs):
+        if db_kind == "postgres":
+            require_postgres()
+        cluster = AirflowCluster(dags_folder, db=db_kind, **kwargs)
+        clusters.append(cluster)
+        if components is None:
+            cluster.start()
+        else:
+            cluster.start(components)
+        return cluster
+
+    yield start
+
+    failed = _test_failed(request.node)
+    for cluster in clusters:
+        if failed:
+            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)
+            print(f"\n----- Airflow logs for failed test {request.node.nodeid} -----")
+            cluster.print_logs(tail_lines=60, file=None)
+            kept = ARTIFACTS / name / cluster.home.name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                cluster.stop_processes()
+            finally:
+                shutil.copytree(cluster.home, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db"))
+                print(f"cluster home kept at {kept}")
+        cluster.stop()
