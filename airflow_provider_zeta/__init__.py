@@ -10,7 +10,9 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 # public name -> module that defines it; filled in as the operators land.
-_LAZY_PUBLIC_NAMES: dict[str, str] = {}
+_LAZY_PUBLIC_NAMES: dict[str, str] = {
+    "ZetaSparkJobOperator": "airflow_provider_zeta.operators.spark_job",
+}
 
 __all__ = ["__version__", *_LAZY_PUBLIC_NAMES]
 

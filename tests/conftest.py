@@ -56,34 +56,64 @@ def _test_failed(item) -> bool:
     )
 
 
+FAKE_SPARK_DIR = PROJECT_ROOT / "tests" / "fake_spark"
+LOCAL_SPARK_CONN = '{"conn_type": "spark", "host": "local[1]"}'
+
+
+def spark_env(fake: bool) -> dict[str, str]:
+    """Environment for a cluster whose deploy tasks launch drivers: the Spark connection, and for
+    fast tests the fake spark-submit first on PATH (a real process running the real bootstrap)."""
+    path = os.environ.get("PATH", "")
+    if fake:
+        path = f"{FAKE_SPARK_DIR}:{path}"
+    return {"PATH": path, "AIRFLOW_CONN_SPARK_DEFAULT": LOCAL_SPARK_CONN}
+
+
+def _finish(cluster: AirflowCluster, failed: bool, nodeid: str) -> None:
+    if failed:
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)
+        print(f"\n----- Airflow logs for failed test {nodeid} -----")
+        cluster.print_logs(tail_lines=60, file=None)
+        kept = ARTIFACTS / name / cluster.home.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            cluster.stop_processes()
+        finally:
+            shutil.copytree(cluster.home, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db"))
+            print(f"cluster home kept at {kept}")
+    cluster.stop()
+
+
+def _start(dags_folder, db_kind: str, components=None, **kwargs) -> AirflowCluster:
+    if db_kind == "postgres":
+        require_postgres()
+    cluster = AirflowCluster(dags_folder, db=db_kind, **kwargs)
+    try:
+        cluster.start() if components is None else cluster.start(components)
+    except BaseException:
+        _finish(cluster, True, f"startup of a cluster on {db_kind}")
+        raise
+    return cluster
+
+
 @pytest.fixture
 def airflow_cluster(request):
     clusters: list[AirflowCluster] = []
 
     def start(dags_folder=PROJECT_ROOT / "dags", db_kind: str = "sqlite", components=None, **kwargs):
-        if db_kind == "postgres":
-            require_postgres()
-        cluster = AirflowCluster(dags_folder, db=db_kind, **kwargs)
+        cluster = _start(dags_folder, db_kind, components, **kwargs)
         clusters.append(cluster)
-        if components is None:
-            cluster.start()
-        else:
-            cluster.start(components)
         return cluster
 
     yield start
-
-    failed = _test_failed(request.node)
     for cluster in clusters:
-        if failed:
-            name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.nodeid)
-            print(f"\n----- Airflow logs for failed test {request.node.nodeid} -----")
-            cluster.print_logs(tail_lines=60, file=None)
-            kept = ARTIFACTS / name / cluster.home.name
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                cluster.stop_processes()
-            finally:
-                shutil.copytree(cluster.home, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db"))
-                print(f"cluster home kept at {kept}")
-        cluster.stop()
+        _finish(cluster, _test_failed(request.node), request.node.nodeid)
+
+
+@pytest.fixture(scope="module", params=DB_KINDS)
+def fake_driver_cluster(request):
+    """One cluster per module and DB kind on tests/dags, launching drivers through fake spark-submit."""
+    failures_before = request.session.testsfailed
+    cluster = _start(PROJECT_ROOT / "tests" / "dags", request.param, extra_env=spark_env(fake=True))
+    yield cluster
+    _finish(cluster, request.session.testsfailed > failures_before, f"{request.module.__name__}[{request.param}]")

@@ -1,0 +1,127 @@
+"""Local process handles for detached drivers: launch, identify, look up by token, stop.
+
+A handle is (host, pid, start time). The start time (from ``/proc/<pid>/stat``) makes a handle
+immune to pid reuse: a process with the same pid but another start time is not our driver. A
+handle is only meaningful on its own host; elsewhere the ledger heartbeat is the only signal.
+
+Looking a driver up *by token* scans the command lines of this host's processes: the token is in
+the spark-submit command (``--name zeta-<token>`` and the bootstrap's spec), so a driver that was
+launched but has not written its ledger yet is still found. Linux ``/proc`` only; elsewhere the
+lookups answer "unknown" and the ledger decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_provider_zeta.core.deploy import ProcessView
+
+
+@dataclass(frozen=True)
+class ProcessHandle:
+    host: str
+    pid: int
+    start_time: float | None
+
+
+def this_host() -> str:
+    return socket.gethostname()
+
+
+def process_start_time(pid: int) -> float | None:
+    """Start time of ``pid`` in clock ticks since boot, or None when it does not exist (or is a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    if fields[0] in ("Z", "X"):
+        return None
+    return float(fields[19])
+
+
+def launch_detached(command: list[str], env: dict[str, str], log_path: str) -> ProcessHandle:
+    """Start ``command`` in its own session so it outlives the task process, worker and scheduler."""
+    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
+    # The Popen object is dropped on purpose: the driver is not our child to wait for. Its exit is
+    # read from the ledger; the zombie is reaped by whoever inherits it.
+    return ProcessHandle(host=this_host(), pid=process.pid, start_time=process_start_time(process.pid))
+
+
+def handle_alive(handle: ProcessHandle) -> bool | None:
+    """True/False on the handle's host, None elsewhere."""
+    if handle.host != this_host():
+        return None
+    start = process_start_time(handle.pid)
+    return start is not None and (handle.start_time is None or start == handle.start_time)
+
+
+def pids_carrying(token: str) -> list[int]:
+    """Pids of live processes on this host whose command line contains ``token``."""
+    needle = token.encode()
+    found = []
+    me = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline and process_start_time(int(entry)) is not None:
+            found.append(int(entry))
+    return found
+
+
+def process_view(token: str, handle: ProcessHandle | None) -> ProcessView:
+    """What this host can tell about the driver of ``token``: alive, gone, or unknown."""
+    if pids_carrying(token):
+        return ProcessView.ALIVE
+    if handle is not None:
+        alive = handle_alive(handle)
+        if alive is True:
+            return ProcessView.ALIVE
+        if alive is False:
+            return ProcessView.GONE
+    return ProcessView.UNKNOWN
+
+
+def stop_token_processes(token: str, handle: ProcessHandle | None = None, grace_s: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL after ``grace_s``, every local process of the token (and the handle's group)."""
+    targets = set(pids_carrying(token))
+    if handle is not None and handle_alive(handle):
+        targets.add(handle.pid)
+    if not targets:
+        return []
+    for pid in targets:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            # The driver leads its own session/group: signal the group so its children go too.
+            os.killpg(pid, signal.SIGTERM) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(process_start_time(pid) is not None for pid in targets):
+        time.sleep(0.2)
+    for pid in targets:
+        if process_start_time(pid) is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+    return sorted(targets)

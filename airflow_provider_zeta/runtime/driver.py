@@ -1,0 +1,218 @@
+"""Driver bootstrap: the program spark-submit runs; it runs the user's PySpark job unchanged.
+
+Theory of operation
+-------------------
+``ZetaSparkJobOperator`` submits this file as the application, with a JSON spec and the user's
+own arguments::
+
+    spark-submit [options from SparkSubmitHook] .../runtime/driver.py --zeta-spec '{...}' -- ARGS
+
+The bootstrap then
+
+1. **claims** the attempt: writes the ledger (status ``running``, pid, host, first heartbeat);
+2. **checks the cancel marker** of its token *after* the claim. A coordinator that gave up on the
+   token wrote the marker *before* re-reading the ledger, so either the coordinator sees this claim
+   and waits for the driver, or the driver sees the marker and exits here without running the job
+   (the fence handshake, see ``core/deploy.py``);
+3. installs ``zeta_context()`` and runs the user's file with ``runpy`` as ``__main__`` with
+   ``sys.argv = [application, *ARGS]``;
+4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
+   checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
+   appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
+5. at the end writes the terminal status: ``succeeded`` (with output path, rows and metrics the job
+   reported), or ``failed`` with the error. ``SystemExit(0)`` counts as success.
+
+The driver computes and reports only (G8): it never publishes or deletes anything. Every ledger
+write is an atomic replace, and the terminal write happens under the same lock as heartbeats, after
+which no heartbeat is written, so the last document a reader sees is the terminal one.
+
+It imports no Airflow module: the environment a task gives its children cannot import Airflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+if __package__ in (None, ""):
+    # Run as a script by spark-submit: sys.path[0] is this directory, not the package root.
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from airflow_provider_zeta import runtime  # noqa: E402
+from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus  # noqa: E402
+from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE  # noqa: E402
+from airflow_provider_zeta.storage import StateStorage  # noqa: E402
+
+EXIT_FAILED = 1
+EXIT_FENCED = 3
+EXIT_CANCELLED = 143
+SPEC_FLAG = "--zeta-spec"
+
+
+class DriverBootstrap:
+    def __init__(self, spec: dict[str, Any], user_args: list[str]) -> None:
+        self.spec = spec
+        self.user_args = user_args
+        self.token: str = spec["token"]
+        self.attempt = StateStorage.from_url(spec["attempt_url"])
+        self.heartbeat_interval = float(spec.get("heartbeat_interval", 5))
+        self.started_at = time.time()
+        self._lock = threading.Lock()
+        self._terminal = False
+        self._stop = threading.Event()
+        self.context = runtime.ZetaContext(
+            output_path=spec["output_url"],
+            source=spec.get("source") or spec["task_id"],
+            dag_id=spec["dag_id"],
+            run_id=spec["run_id"],
+            task_id=spec["task_id"],
+            map_index=int(spec.get("map_index", -1)),
+            incarnation=int(spec.get("incarnation", 0)),
+            token=self.token,
+            logical_date=spec.get("logical_date"),
+            ds=spec.get("ds"),
+            params=dict(spec.get("params") or {}),
+        )
+
+    # -- ledger
+
+    def _ledger(self, status: LedgerStatus, error: str | None = None) -> Ledger:
+        ctx = self.context
+        app_id, ui_url = _spark_identity()
+        now = time.time()
+        return Ledger(
+            token=self.token,
+            status=status,
+            started_at=self.started_at,
+            heartbeat_at=now,
+            ended_at=now if status.terminal else None,
+            output_path=ctx.output_path,
+            rows=ctx.rows,
+            last_checkpoint_at=ctx.last_checkpoint_at,
+            checkpoints=ctx.checkpoints,
+            error=error,
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            spark_app_id=app_id,
+            spark_ui_url=ui_url,
+            metrics=dict(ctx.metrics),
+        )
+
+    def write(self, status: LedgerStatus, error: str | None = None) -> bool:
+        """Write the ledger unless a terminal status was already written; True when written."""
+        with self._lock:
+            if self._terminal:
+                return False
+            self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())
+            if status.terminal:
+                self._terminal = True
+            return True
+
+    def cancel_requested(self) -> bool:
+        return self.attempt.exists(CANCEL_MARKER)
+
+    # -- heartbeat
+
+    def _heartbeat_loop(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval):
+            try:
+                if self.cancel_requested():
+                    self._cancel()
+                    return
+                self.write(LedgerStatus.RUNNING)
+            except Exception:  # a flaky store must not kill the job; the next beat retries
+                traceback.print_exc()
+
+    def _cancel(self) -> None:
+        print(f"[zeta] cancel marker found for attempt {self.token}: stopping the driver", file=sys.stderr, flush=True)
+        _cancel_spark_jobs()
+        self.write(LedgerStatus.CANCELLED, error="cancelled by the coordinator (cancel marker)")
+        sys.stderr.flush()
+        os._exit(EXIT_CANCELLED)
+
+    # -- main
+
+    def run(self) -> int:
+        self.write(LedgerStatus.RUNNING)  # 1. claim
+        if self.cancel_requested():  # 2. fence check, strictly after the claim
+            self.write(LedgerStatus.CANCELLED, error="fenced before start: the coordinator gave up on this attempt")
+            print(f"[zeta] attempt {self.token} was fenced before it started; not running the job", file=sys.stderr)
+            return EXIT_FENCED
+        self.context._on_change = self._on_context_change
+        runtime._install(self.context)
+        beat = threading.Thread(target=self._heartbeat_loop, name="zeta-heartbeat", daemon=True)
+        beat.start()
+        application = self.spec["application"]
+        sys.argv = [application, *self.user_args]
+        try:
+            runpy.run_path(application, run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                return self._finish_failed(f"the job exited with status {exit_.code!r}")
+        except BaseException as error:  # the job's own failure, reported in the ledger
+            traceback.print_exc()
+            return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
+        finally:
+            self._stop.set()
+        self.write(LedgerStatus.SUCCEEDED)
+        return 0
+
+    def _finish_failed(self, error: str) -> int:
+        self.write(LedgerStatus.FAILED, error=error)
+        return EXIT_FAILED
+
+    def _on_context_change(self) -> None:
+        # Checkpoints and reports reach the ledger at once, not only at the next heartbeat.
+        try:
+            self.write(LedgerStatus.RUNNING)
+        except Exception:
+            traceback.print_exc()
+
+
+def _spark_identity() -> tuple[str | None, str | None]:
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return None, None
+        return sc.applicationId, sc.uiWebUrl
+    except Exception:
+        return None, None
+
+
+def _cancel_spark_jobs() -> None:
+    try:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None:
+            sc.cancelAllJobs()
+    except Exception:
+        traceback.print_exc()
+
+
+def parse_argv(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    if len(argv) < 2 or argv[0] != SPEC_FLAG:
+        raise SystemExit(f"usage: driver.py {SPEC_FLAG} JSON [-- ARGS...] (got {argv[:2]!r})")
+    spec = json.loads(argv[1])
+    rest = argv[2:]
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    return spec, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec, user_args = parse_argv(sys.argv[1:] if argv is None else argv)
+    return DriverBootstrap(spec, user_args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

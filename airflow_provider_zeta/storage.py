@@ -1,0 +1,97 @@
+"""Storage adapter for the provider's own files (ledgers, cancel markers, staging, records).
+
+Airflow-free on purpose: the Spark driver imports it, and a driver launched from a task cannot
+import Airflow (DESIGN.md). The coordinator side opens the same storage from an Airflow
+``ObjectStoragePath`` (so connections such as ``s3://aws_default@bucket`` resolve); the driver side
+opens it from the plain URL with fsspec, using the credentials of its own environment.
+
+Writes that others read while they change are atomic replaces: on a local filesystem a temporary
+file renamed over the target (``os.replace`` semantics), on an object store a single-object PUT.
+A reader therefore sees the old or the new document, never a torn one.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import secrets
+from typing import Any
+
+class StateStorage:
+    """A root directory on some filesystem, addressed by relative POSIX paths."""
+
+    def __init__(self, fs: Any, root: str, url: str) -> None:
+        self.fs = fs
+        self.root = root.rstrip("/") or "/"
+        self.url = url.rstrip("/")
+
+    @classmethod
+    def from_url(cls, url: str) -> StateStorage:
+        """Open ``url`` with fsspec (driver side). A plain path means the local filesystem."""
+        import fsspec.core
+
+        if "://" not in url:
+            url = "file://" + os.path.abspath(url)
+        fs, root = fsspec.core.url_to_fs(url)
+        return cls(fs, root, url)
+
+    @classmethod
+    def from_object_storage_path(cls, path: Any) -> StateStorage:
+        """Open an Airflow ``ObjectStoragePath`` (coordinator side)."""
+        url = str(path)
+        return cls(path.fs, path.path, url)
+
+    @property
+    def is_local(self) -> bool:
+        protocol = self.fs.protocol
+        protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
+        return "file" in protocols or "local" in protocols
+
+    def path(self, relative: str) -> str:
+        return posixpath.join(self.root, relative) if relative else self.root
+
+    def url_of(self, relative: str) -> str:
+        return f"{self.url}/{relative}" if relative else self.url
+
+    def child(self, relative: str) -> StateStorage:
+        return StateStorage(self.fs, self.path(relative), self.url_of(relative))
+
+    def read_bytes(self, relative: str) -> bytes | None:
+        try:
+            return self.fs.cat_file(self.path(relative))
+        except FileNotFoundError:
+            return None
+
+    def exists(self, relative: str) -> bool:
+        return self.fs.exists(self.path(relative))
+
+    def write_atomic(self, relative: str, data: bytes) -> None:
+        target = self.path(relative)
+        if self.is_local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            temporary = f"{target}.tmp-{secrets.token_hex(4)}"
+            with open(temporary, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, target)
+        else:
+            self.fs.pipe_file(target, data)
+
+    def delete_tree(self, relative: str) -> bool:
+        """Delete ``relative`` (file or directory) if present; True when something was deleted."""
+        target = self.path(relative)
+        if not self.fs.exists(target):
+            return False
+        self.fs.rm(target, recursive=True)
+        return True
+
+    def list_dir(self, relative: str) -> list[str]:
+        try:
+            return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path(relative), detail=False))
+        except FileNotFoundError:
+            return []
+
+    def local_path(self, relative: str = "") -> str | None:
+        """The OS path of ``relative`` when the storage is local, else None."""
+        return self.path(relative) if self.is_local else None
