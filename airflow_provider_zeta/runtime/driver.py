@@ -67,6 +67,7 @@ class DriverBootstrap:
         self._lock = threading.Lock()
         self._terminal = False
         self._stop = threading.Event()
+        self._last_change_write = 0.0
         self.context = runtime.ZetaContext(
             output_path=spec["output_url"],
             source=spec.get("source") or spec["task_id"],
@@ -169,7 +170,12 @@ class DriverBootstrap:
         return EXIT_FAILED
 
     def _on_context_change(self) -> None:
-        # Checkpoints and reports reach the ledger at once, not only at the next heartbeat.
+        # Checkpoints and reports reach the ledger promptly, not only at the next heartbeat, but
+        # at most once a second: a streaming query may checkpoint far more often than that.
+        now = time.monotonic()
+        if now - self._last_change_write < 1.0:
+            return
+        self._last_change_write = now
         try:
             self.write(LedgerStatus.RUNNING)
         except Exception:

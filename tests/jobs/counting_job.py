@@ -17,6 +17,13 @@ params = ctx.params
 with open(params["launch_log"], "a") as log:
     log.write(json.dumps({"token": ctx.token, "pid": os.getpid(), "at": time.time(), "task": ctx.task_id}) + "\n")
 
+use_spark = str(params.get("spark", "")).lower() in ("1", "true", "yes")
+spark = None
+if use_spark:
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.getOrCreate()  # the real driver is up while the job "works"
+
 deadline = time.time() + float(params.get("seconds", 3))
 release = params.get("release_file")
 while (time.time() < deadline) if not release else not os.path.exists(release):
@@ -28,10 +35,7 @@ if str(params.get("fail", "")).lower() in ("1", "true", "yes"):
 
 rows = int(params.get("rows", 7))
 output = ctx.output_path.removeprefix("file://")
-if str(params.get("spark", "")).lower() in ("1", "true", "yes"):
-    from pyspark.sql import SparkSession
-
-    spark = SparkSession.builder.getOrCreate()
+if spark is not None:
     df = spark.range(rows).withColumnRenamed("id", "n")
     df.write.mode("overwrite").parquet(ctx.output_path)
     rows = df.count()
