@@ -106,14 +106,25 @@ def process_view(token: str, handle: ProcessHandle | None) -> ProcessView:
     return ProcessView.UNKNOWN
 
 
-def stop_token_processes(token: str, handle: ProcessHandle | None = None, grace_s: float = 10.0) -> list[int]:
-    """SIGTERM, then SIGKILL after ``grace_s``, every local process of the token (and the handle's group)."""
+def stop_token_processes(
+    token: str, handle: ProcessHandle | None = None, grace_s: float = 10.0, self_exit_s: float = 0.0
+) -> list[int]:
+    """Stop every local process of the token (and the handle's group).
+
+    First wait up to ``self_exit_s`` for the driver to notice its cancel marker and exit on its
+    own (it then records ``cancelled`` in its ledger), then SIGTERM, then SIGKILL after ``grace_s``.
+    """
     targets = set(pids_carrying(token))
     if handle is not None and handle_alive(handle):
         targets.add(handle.pid)
     if not targets:
         return []
+    deadline = time.monotonic() + self_exit_s
+    while time.monotonic() < deadline and any(process_start_time(pid) is not None for pid in targets):
+        time.sleep(0.2)
     for pid in targets:
+        if process_start_time(pid) is None:
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             # The driver leads its own session/group: signal the group so its children go too.
             os.killpg(pid, signal.SIGTERM) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGTERM)

@@ -13,6 +13,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
@@ -210,3 +211,59 @@ def test_orphaned_first_try_alive_beside_the_second_try_runs_the_job_once(fake_d
     later = task_log(cluster, run_id)
     assert "zeta.deploy.intent_recent" in later or "zeta.deploy.launch_in_progress" in later or "zeta.deploy.reconnect" in later
     print(f"orphan try alive when try 2 started: {orphan_alive_beside_try_2}")
+
+
+def wait_trigger_running(cluster, run_id: str) -> None:
+    """Wait until the task's trigger is picked up by a triggerer (as for any task deferred a while)."""
+    cluster.wait_for(
+        lambda: cluster.db_query(
+            "SELECT t.id FROM trigger t JOIN task_instance ti ON ti.trigger_id = t.id "
+            "WHERE ti.run_id = :r AND t.triggerer_id IS NOT NULL",
+            r=run_id,
+        ),
+        60,
+        "the trigger running in the triggerer",
+    )
+
+
+def _ledger_json(cluster, run_id: str, token: str) -> dict:
+    return json.loads(ledger_path(cluster, run_id, token).read_text())
+
+
+def test_marking_the_deferred_task_failed_stops_its_driver(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
+    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
+    token = current_token(cluster, run_id)
+    # A user acts on a task that has been waiting a while: its trigger runs in the triggerer.
+    wait_trigger_running(cluster, run_id)
+
+    cluster.api("PATCH", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/job", {"new_state": "failed"})
+    cluster.wait_for(lambda: not Path(f"/proc/{driver_pid}").exists(), 60, "the driver stopped")
+    assert _ledger_json(cluster, run_id, token)["status"] == "cancelled"
+    assert (ledger_path(cluster, run_id, token).parent / "cancel").exists()
+    assert len(launches(log)) == 1
+
+
+def test_clearing_the_run_stops_the_old_driver_and_never_reuses_its_result(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
+    first = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]
+    old_token = current_token(cluster, run_id)
+    wait_trigger_running(cluster, run_id)
+
+    cluster.clear_run(DAG_ID, run_id)
+    cluster.wait_for(lambda: len(launches(log)) == 2, 120, "the new incarnation launched")
+    cluster.wait_for(lambda: not Path(f"/proc/{first['pid']}").exists(), 60, "the old driver stopped")
+    assert _ledger_json(cluster, run_id, old_token)["status"] == "cancelled"
+    release.write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=180)
+    result = cluster.xcom(DAG_ID, run_id, "job")
+    assert result["token"] != old_token and result["token"] == launches(log)[1]["token"]
+    assert cluster.dag_run(DAG_ID, run_id).get("clear_number", 1) >= 1

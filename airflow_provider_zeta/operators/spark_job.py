@@ -125,6 +125,7 @@ class ZetaSparkJobOperator(BaseOperator):
         self.lost_after = lost_after
         self.poll_interval = poll_interval
         self.launch_grace = launch_grace
+        self._heartbeat_interval = 5.0
         self._current_token: str | None = None
         self._current_handle: ProcessHandle | None = None
 
@@ -200,6 +201,7 @@ class ZetaSparkJobOperator(BaseOperator):
 
     def _drive(self, context: Context) -> Any:
         settings, timing, heartbeat, poll = self._settings()
+        self._heartbeat_interval = heartbeat
         storage = open_state_storage(settings.state_root)
         for _ in range(_MAX_DECISIONS):
             observation = self._observe(context, storage, timing)
@@ -251,7 +253,7 @@ class ZetaSparkJobOperator(BaseOperator):
     def _cancel_token(self, context, storage, token: str, handle: ProcessHandle | None) -> None:
         attempt = storage.child(attempt_dir(*self._key(context), token))
         attempt.write_atomic(CANCEL_MARKER, f"cancelled by {self.task_id} try {context['ti'].try_number}\n".encode())
-        stopped = stop_token_processes(token, handle)
+        stopped = stop_token_processes(token, handle, self_exit_s=self._heartbeat_interval + 2)
         self.log.info("zeta.deploy: cancel marker written for attempt %s; stopped local pids %s", token, stopped)
 
     def _launch(self, context, storage: StateStorage, settings, heartbeat, poll, timing: Timing) -> None:
@@ -342,6 +344,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 poll_interval=poll,
                 missing_deadline=missing_deadline,
                 handle=None if handle is None else handle.__dict__,
+                heartbeat_interval=self._heartbeat_interval,
             ),
             method_name="execute_complete",
         )

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import signal
 import socket
 import sys
 import threading
@@ -140,7 +141,18 @@ class DriverBootstrap:
 
     # -- main
 
+    def _on_sigterm(self, signum, frame) -> None:
+        # Stopped from outside (a coordinator after its grace, or the host shutting down): leave a
+        # terminal ledger behind instead of one that only goes stale.
+        why = "cancelled by the coordinator (cancel marker)" if self.cancel_requested() else f"terminated by signal {signum}"
+        status = LedgerStatus.CANCELLED if self.cancel_requested() else LedgerStatus.FAILED
+        _cancel_spark_jobs()
+        self.write(status, error=why)
+        sys.stderr.flush()
+        os._exit(EXIT_CANCELLED)
+
     def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
         self.write(LedgerStatus.RUNNING)  # 1. claim
         if self.cancel_requested():  # 2. fence check, strictly after the claim
             self.write(LedgerStatus.CANCELLED, error="fenced before start: the coordinator gave up on this attempt")

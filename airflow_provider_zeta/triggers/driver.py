@@ -44,6 +44,7 @@ class ZetaDriverTrigger(BaseTrigger):
         poll_interval: float,
         missing_deadline: float,
         handle: dict[str, Any] | None = None,
+        heartbeat_interval: float = 5.0,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -53,6 +54,7 @@ class ZetaDriverTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.missing_deadline = float(missing_deadline)
         self.handle = handle
+        self.heartbeat_interval = float(heartbeat_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -65,6 +67,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "missing_deadline": self.missing_deadline,
                 "handle": self.handle,
+                "heartbeat_interval": self.heartbeat_interval,
             },
         )
 
@@ -101,5 +104,7 @@ class ZetaDriverTrigger(BaseTrigger):
     def _cancel_driver(self) -> None:
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)
         attempt.write_atomic(CANCEL_MARKER, b"cancelled: the deferred task was killed by a user action\n")
-        stop_token_processes(self.token, self._handle(), grace_s=5)
+        # The driver polls its marker every heartbeat: give it that long to stop cleanly (and record
+        # "cancelled"), then signal it. on_kill has a bounded time ([triggerer] on_kill_timeout).
+        stop_token_processes(self.token, self._handle(), grace_s=5, self_exit_s=self.heartbeat_interval + 2)
         self.log.info("zeta driver %s: cancel marker written (task killed by user action)", self.token)
