@@ -11,7 +11,10 @@ __version__ = "0.1.0"
 
 # public name -> module that defines it; filled in as the operators land.
 _LAZY_PUBLIC_NAMES: dict[str, str] = {
+    "zeta_pipeline": "airflow_provider_zeta.pipeline",
     "ZetaSparkJobOperator": "airflow_provider_zeta.operators.spark_job",
+    "ReadyToCloseSensor": "airflow_provider_zeta.sensors.ready_to_close",
+    "CompletedPointOperator": "airflow_provider_zeta.operators.completed_point",
 }
 
 __all__ = ["__version__", *_LAZY_PUBLIC_NAMES]

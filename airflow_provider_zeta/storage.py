@@ -95,3 +95,40 @@ class StateStorage:
     def local_path(self, relative: str = "") -> str | None:
         """The OS path of ``relative`` when the storage is local, else None."""
         return self.path(relative) if self.is_local else None
+
+    def move(self, source_relative: str, target_relative: str) -> None:
+        """Rename within this storage. Atomic for a directory on a local filesystem."""
+        source, target = self.path(source_relative), self.path(target_relative)
+        if self.is_local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.rename(source, target)  # fails rather than merging into an existing target
+        else:
+            self.fs.mv(source, target, recursive=True)
+
+    def files_under(self, relative: str) -> list[str]:
+        """Relative paths (below ``relative``) of every file under it."""
+        base = self.path(relative).rstrip("/")
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.relpath(p, base) for p in found)
+
+
+def copy_tree(source: StateStorage, source_relative: str, target: StateStorage, target_relative: str) -> int:
+    """Copy every file under ``source_relative`` to ``target_relative`` (streams; any two filesystems).
+
+    Returns the number of files copied. A missing or empty source copies nothing.
+    """
+    import shutil
+
+    count = 0
+    for relative in source.files_under(source_relative):
+        src = source.path(posixpath.join(source_relative, relative))
+        dst = target.path(posixpath.join(target_relative, relative))
+        if target.is_local:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+        with source.fs.open(src, "rb") as reader, target.fs.open(dst, "wb") as writer:
+            shutil.copyfileobj(reader, writer, 1 << 20)
+        count += 1
+    return count

@@ -85,6 +85,11 @@ class ZetaSparkJobOperator(BaseOperator):
     :param heartbeat_interval, lost_after, poll_interval: override the ``[zeta]`` settings.
     :param launch_grace: how long an intent without a ledger may be a launch still starting before
         the token is fenced (default: ``lost_after``).
+    :param require_logical_date: fail at once, launching nothing, in a run without a logical date
+        (``zeta_pipeline`` sets it: such a run has no partition to publish).
+
+    The return value (XCom) is the source's ready-to-close report: ``source``, ``task_id``,
+    ``incarnation``, ``token``, ``output_path``, ``rows``, ``spark_app_id``, ``metrics``.
     """
 
     template_fields: Sequence[str] = ("application", "application_args", "conf", "env_vars", "job_params", "source")
@@ -105,9 +110,11 @@ class ZetaSparkJobOperator(BaseOperator):
         lost_after: float | None = None,
         poll_interval: float | None = None,
         launch_grace: float | None = None,
+        require_logical_date: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.require_logical_date = require_logical_date
         if not application:
             raise ValueError(f"{self.task_id}: 'application' must be the path of a PySpark file")
         reserved = {"conf", "name", "application_args", "conn_id", "env_vars"} & set(spark_submit_kwargs or {})
@@ -200,6 +207,13 @@ class ZetaSparkJobOperator(BaseOperator):
         """
 
     def _drive(self, context: Context) -> Any:
+        if self.require_logical_date and not context.get("logical_date"):
+            from airflow_provider_zeta.core.publish import MissingPartitionKey, partition_key
+
+            try:
+                partition_key(None, context["ti"].run_id)
+            except MissingPartitionKey as error:
+                raise AirflowFailException(str(error)) from None
         settings, timing, heartbeat, poll = self._settings()
         self._heartbeat_interval = heartbeat
         storage = open_state_storage(settings.state_root)
@@ -210,9 +224,15 @@ class ZetaSparkJobOperator(BaseOperator):
             if decision.action is Action.FAIL:
                 raise AirflowFailException(f"[zeta.deploy.{decision.rule}] {decision.reason}")
             if decision.action is Action.REUSE_RESULT:
-                assert isinstance(observation.ledger, Ledger)
+                assert isinstance(observation.ledger, Ledger) and isinstance(observation.record, AttemptRecord)
                 self.failure_window("before_result", context)
-                return observation.ledger.result()
+                # The return value is this source's ready-to-close report (G2): one durable write.
+                return {
+                    **observation.ledger.result(),
+                    "source": self.source or context["ti"].task_id,
+                    "task_id": context["ti"].task_id,
+                    "incarnation": observation.record.incarnation,
+                }
             if decision.action is Action.REPORT_FAILURE:
                 self._report_failure(context, storage, observation, decision)
             if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH):
@@ -327,6 +347,7 @@ class ZetaSparkJobOperator(BaseOperator):
         )
 
     def _defer_on(self, context, observation: DeployObservation, decision: Decision, settings, poll) -> None:
+        from airflow_provider_zeta.triggers import not_before
         from airflow_provider_zeta.triggers.driver import ZetaDriverTrigger
 
         record = observation.record
@@ -345,6 +366,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 missing_deadline=missing_deadline,
                 handle=None if handle is None else handle.__dict__,
                 heartbeat_interval=self._heartbeat_interval,
+                not_before=not_before(),
             ),
             method_name="execute_complete",
         )

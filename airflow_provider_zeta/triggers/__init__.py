@@ -1,0 +1,25 @@
+"""Triggers of the provider, and what they share."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+#: A trigger of this provider never wakes its task sooner than this after the task deferred.
+#: Airflow 3.3 turns a wake-up that arrives before the scheduler processed the executor's
+#: "success" for the deferring worker into a spurious retry ("finished with state success, but the
+#: task instance's state attribute is queued"); the scheduler loop on a busy host took 6 s to get
+#: there in our tests. Each spurious retry is harmless here (the next try re-observes) but burns a
+#: retry. A Spark job never finishes this fast anyway.
+MIN_DEFERRAL_SECONDS = 12.0
+
+
+def not_before() -> float:
+    """The absolute time before which a trigger created now may not fire."""
+    return time.time() + MIN_DEFERRAL_SECONDS
+
+
+async def sleep_until(moment: float) -> None:
+    delay = moment - time.time()
+    if delay > 0:
+        await asyncio.sleep(delay)

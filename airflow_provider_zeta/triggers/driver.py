@@ -31,6 +31,7 @@ from airflow_provider_zeta.core.ledger import CorruptState, LedgerView, classify
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
+from airflow_provider_zeta.triggers import sleep_until
 
 
 class ZetaDriverTrigger(BaseTrigger):
@@ -45,6 +46,7 @@ class ZetaDriverTrigger(BaseTrigger):
         missing_deadline: float,
         handle: dict[str, Any] | None = None,
         heartbeat_interval: float = 5.0,
+        not_before: float = 0.0,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -55,6 +57,7 @@ class ZetaDriverTrigger(BaseTrigger):
         self.missing_deadline = float(missing_deadline)
         self.handle = handle
         self.heartbeat_interval = float(heartbeat_interval)
+        self.not_before = float(not_before)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -68,6 +71,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 "missing_deadline": self.missing_deadline,
                 "handle": self.handle,
                 "heartbeat_interval": self.heartbeat_interval,
+                "not_before": self.not_before,
             },
         )
 
@@ -92,6 +96,7 @@ class ZetaDriverTrigger(BaseTrigger):
             view, detail = await asyncio.to_thread(self._look)
             if trigger_should_fire(view, time.time(), self.missing_deadline):
                 self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
+                await sleep_until(self.not_before)
                 yield TriggerEvent({"token": self.token, "view": view.value, "detail": detail})
                 return
             await asyncio.sleep(delay)

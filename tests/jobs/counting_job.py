@@ -12,6 +12,15 @@ import time
 
 from airflow_provider_zeta.runtime import zeta_context
 
+def expected_row_count(source: str) -> int:
+    return 3 + sum(map(ord, source)) % 10
+
+
+def _launches() -> list:
+    with open(params["launch_log"]) as log:
+        return [json.loads(line) for line in log if line.strip()]
+
+
 ctx = zeta_context()
 params = ctx.params
 with open(params["launch_log"], "a") as log:
@@ -26,14 +35,15 @@ if use_spark:
 
 deadline = time.time() + float(params.get("seconds", 3))
 release = params.get("release_file")
+if params.get("release_dir"):
+    release = os.path.join(params["release_dir"], ctx.source)  # one release switch per source
 while (time.time() < deadline) if not release else not os.path.exists(release):
     time.sleep(0.5)
     ctx.checkpoint()
 
+rows = int(params.get("rows") or 0) or expected_row_count(ctx.source)
 if str(params.get("fail", "")).lower() in ("1", "true", "yes"):
     raise RuntimeError("the job failed on purpose")
-
-rows = int(params.get("rows", 7))
 output = ctx.output_path.removeprefix("file://")
 if spark is not None:
     df = spark.range(rows).withColumnRenamed("id", "n")
@@ -42,5 +52,9 @@ if spark is not None:
 else:
     os.makedirs(output, exist_ok=True)
     with open(os.path.join(output, "part-0.json"), "w") as out:
-        json.dump([{"n": n} for n in range(rows)], out)
+        json.dump([{"n": n, "source": ctx.source, "token": ctx.token} for n in range(rows)], out)
+if params.get("fail_first_of") == ctx.source and len([e for e in _launches() if e["task"] == ctx.task_id]) == 1:
+    # The first attempt of this source stages its output, then fails: that output is stale and
+    # must never be published.
+    raise RuntimeError(f"first attempt of {ctx.source} fails after staging its output")
 ctx.report(rows=rows)

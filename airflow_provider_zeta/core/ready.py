@@ -1,0 +1,220 @@
+"""Ready-to-close (G2): which sources of a run have staged their output, and what to do about it.
+
+Theory of operation
+-------------------
+A source's deploy task reports ready-to-close by *returning* its report (its XCom
+``return_value``): source, incarnation, attempt token, output path, row count. That is one durable
+write per report, made the moment the source finishes, whatever the number of sources — never a
+rewrite of a growing set. Airflow wipes a task's XComs whenever that task starts afresh (retry,
+clear, orphan reset), so a report that exists belongs to the source's latest run.
+
+The sensor (and its trigger) evaluate the run with ``evaluate``: one read of all source task
+states plus one XCom read per source that finished since the last evaluation. A source counts as
+ready when its task is ``success`` and its report is valid and not from a newer incarnation. A
+source whose task ended ``failed``/``upstream_failed`` (no retries left) fails the wait at once,
+naming the source; so does the absolute deadline. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+from airflow_provider_zeta.core.ledger import CorruptState
+
+#: Task states after which a source will never report in this incarnation.
+SOURCE_FAILED_STATES = frozenset({"failed", "upstream_failed", "skipped", "removed"})
+
+
+@dataclass(frozen=True)
+class Report:
+    source: str
+    task_id: str
+    incarnation: int
+    token: str
+    output_path: str
+    rows: int | None
+
+    def to_value(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "task_id": self.task_id,
+            "incarnation": self.incarnation,
+            "token": self.token,
+            "output_path": self.output_path,
+            "rows": self.rows,
+        }
+
+
+def parse_report(value: Any, source: str, task_id: str) -> Report:
+    """Parse a source's report (its deploy task's return value). Raises ``CorruptState``."""
+    where = f"the ready-to-close report of source {source!r} (XCom return_value of task {task_id!r})"
+    if not isinstance(value, Mapping):
+        raise CorruptState(f"{where} is {type(value).__name__}, not a report: is {task_id!r} a ZetaSparkJobOperator?")
+    try:
+        report = Report(
+            source=str(value.get("source") or source),
+            task_id=task_id,
+            incarnation=int(value["incarnation"]),
+            token=str(value["token"]),
+            output_path=str(value["output_path"]),
+            rows=None if value.get("rows") is None else int(value["rows"]),
+        )
+    except KeyError as missing:
+        raise CorruptState(f"{where} lacks {missing}") from None
+    except (TypeError, ValueError) as error:
+        raise CorruptState(f"{where} has an invalid value: {error}") from None
+    if report.source != source:
+        raise CorruptState(f"{where} names source {report.source!r}: two sources share task {task_id!r}?")
+    if not report.token or not report.output_path:
+        raise CorruptState(f"{where} has an empty token or output path")
+    return report
+
+
+class Verdict(str, Enum):
+    ALL_READY = "all_ready"
+    WAITING = "waiting"
+    SOURCE_FAILED = "source_failed"
+    DEADLINE = "deadline_passed"
+    CORRUPT = "corrupt_report"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    verdict: Verdict
+    ready: dict[str, Report] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    failed: dict[str, str] = field(default_factory=dict)  # source -> task state
+    problems: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # ignored reports and why
+
+    @property
+    def message(self) -> str:
+        n = len(self.ready) + len(self.missing) + len(self.failed)
+        base = f"{len(self.ready)} of {n} sources ready"
+        if self.verdict is Verdict.SOURCE_FAILED:
+            names = ", ".join(f"{s} ({state})" for s, state in sorted(self.failed.items()))
+            return f"{base}; source(s) failed with no retries left: {names}"
+        if self.verdict is Verdict.CORRUPT:
+            return f"{base}; " + "; ".join(self.problems)
+        notes = f" (ignored: {'; '.join(self.notes)})" if self.notes else ""
+        if self.verdict is Verdict.DEADLINE:
+            return f"{base}; deadline passed, still missing: {', '.join(self.missing)}{notes}"
+        if self.missing:
+            return f"{base}; waiting for: {', '.join(self.missing)}{notes}"
+        return base
+
+    def ready_set(self, incarnation: int) -> dict[str, Any]:
+        """The consolidated ready set: the completed point's only input."""
+        return {
+            "incarnation": incarnation,
+            "sources": {name: report.to_value() for name, report in sorted(self.ready.items())},
+        }
+
+
+def attempt_problem(report: Report, ledger: Any) -> str | None:
+    """Why a report's attempt cannot be published (None when it can): the token must be known —
+    its driver's ledger exists and says ``succeeded`` — and the output must be that attempt's."""
+    from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
+
+    if isinstance(ledger, CorruptState):
+        return f"source {report.source!r}: {ledger}"
+    if not isinstance(ledger, Ledger):
+        return f"source {report.source!r}: unknown attempt token {report.token!r} (no driver ledger)"
+    if ledger.status is not LedgerStatus.SUCCEEDED:
+        return f"source {report.source!r}: attempt {report.token} did not succeed ({ledger.status.value})"
+    if ledger.output_path != report.output_path:
+        return f"source {report.source!r}: report names output {report.output_path!r}, the ledger {ledger.output_path!r}"
+    return None
+
+
+def evaluate(
+    expected: Mapping[str, str],
+    task_states: Mapping[str, str | None],
+    reports: Mapping[str, Any],
+    incarnation: int,
+    now: float,
+    deadline: float,
+    unverified: Mapping[str, str] | None = None,
+) -> Evaluation:
+    """Evaluate one run.
+
+    ``expected``: source name -> task id. ``task_states``: task id -> state. ``reports``: task id ->
+    raw XCom value (absent/None when the task has not reported). ``unverified``: source -> why its
+    report's attempt cannot be published (see ``attempt_problem``); such a report is ignored — the
+    source counts as missing, and the reason shows in the message.
+
+    A report from an older incarnation counts only while its source task is ``success``: the source
+    was then not re-run in this incarnation (only downstream tasks were cleared). A source that is
+    re-running has had its XComs wiped, and any leftover value is ignored because its state is not
+    ``success``.
+    """
+    unverified = dict(unverified or {})
+    if not expected:
+        raise ValueError("a ready-to-close wait needs at least one expected source")
+    ready: dict[str, Report] = {}
+    missing: list[str] = []
+    failed: dict[str, str] = {}
+    problems: list[str] = []
+    notes: list[str] = []
+    for source, task_id in sorted(expected.items()):
+        state = task_states.get(task_id)
+        raw = reports.get(task_id)
+        if state in SOURCE_FAILED_STATES:
+            failed[source] = str(state)
+            continue
+        if state != "success" or raw is None:
+            # Not finished in this incarnation yet (or a value left by another XCom backend).
+            if state == "success" and raw is None:
+                problems.append(f"source {source!r}: task {task_id!r} succeeded without a ready-to-close report")
+            missing.append(source)
+            continue
+        try:
+            report = parse_report(raw, source, task_id)
+        except CorruptState as error:
+            problems.append(str(error))
+            continue
+        if report.incarnation > incarnation:
+            problems.append(
+                f"source {source!r} reported incarnation {report.incarnation}, newer than this run's "
+                f"{incarnation}: the run was cleared while the wait ran"
+            )
+            continue
+        if source in unverified:
+            missing.append(source)
+            notes.append(unverified[source])
+            continue
+        ready[source] = report
+    if problems:
+        verdict = Verdict.CORRUPT
+    elif failed:
+        verdict = Verdict.SOURCE_FAILED
+    elif not missing:
+        verdict = Verdict.ALL_READY
+    elif now >= deadline:
+        verdict = Verdict.DEADLINE
+    else:
+        verdict = Verdict.WAITING
+    return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(notes))
+
+
+def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:
+    """Parse the sensor's ready set (the completed point's input). Raises ``CorruptState``."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("sources"), Mapping):
+        raise CorruptState(
+            f"the ready set is {type(value).__name__} without 'sources': the completed point must "
+            "read the ReadyToCloseSensor's return value"
+        )
+    try:
+        incarnation = int(value["incarnation"])
+    except (KeyError, TypeError, ValueError):
+        raise CorruptState("the ready set has no valid 'incarnation'") from None
+    sources = {}
+    for name, raw in value["sources"].items():
+        if not isinstance(raw, Mapping):
+            raise CorruptState(f"the ready set entry of source {name!r} is not a report")
+        sources[name] = parse_report(raw, name, str(raw.get("task_id", "")))
+    if not sources:
+        raise CorruptState("the ready set holds no source: nothing to publish")
+    return incarnation, sources

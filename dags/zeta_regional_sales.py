@@ -1,0 +1,50 @@
+"""Example: three regional sources, one output table, published once per day.
+
+Each region's PySpark job (``jobs/regional_sales_job.py``) writes that day's sales to its own
+staging directory; when all three have reported ready-to-close, the completed point publishes
+``{output}/ds={ds}/source={region}/`` at once. ``spark.read.parquet(output)`` then sees the three
+regions of a day or none of them.
+
+The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``.
+The run needs a logical date (it is the partition key): scheduled runs have one; trigger manual
+runs with one. A run without a logical date fails at once with a message saying so.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from airflow_provider_zeta import zeta_pipeline
+
+JOB = str(Path(__file__).resolve().parent / "jobs" / "regional_sales_job.py")
+REGIONS = ("emea", "amer", "apac")
+OUTPUT = os.environ.get("ZETA_EXAMPLE_OUTPUT") or os.path.join(
+    os.environ.get("AIRFLOW_HOME", os.path.expanduser("~/airflow")), "zeta-output", "regional_sales"
+)
+
+with DAG(
+    dag_id="zeta_regional_sales",
+    schedule="@daily",
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=3,
+    tags=["zeta", "example"],
+    params={"work_seconds": 0},
+):
+    zeta_pipeline(
+        "regional_sales",
+        sources={region: JOB for region in REGIONS},
+        output=OUTPUT,
+        conn_id="spark_default",
+        job_params={
+            "launch_log": "{{ dag_run.conf.get('launch_log', '') }}",
+            "work_seconds": "{{ dag_run.conf.get('work_seconds', params.work_seconds) }}",
+        },
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m"},
+        deploy_kwargs={"retries": 3, "retry_delay": 5},
+        ready_timeout=3600,
+    )

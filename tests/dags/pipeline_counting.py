@@ -1,0 +1,41 @@
+"""zeta_pipeline over the counting job, three sources; the test drives it through dag_run.conf.
+
+Output: ``$AIRFLOW_HOME/pipeline-output`` (each test cluster has its own home).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+from airflow.sdk import DAG
+
+from airflow_provider_zeta import zeta_pipeline
+
+JOB = str(Path(__file__).resolve().parent.parent / "jobs" / "counting_job.py")
+OUTPUT = os.path.join(os.environ.get("AIRFLOW_HOME", "/tmp"), "pipeline-output")
+SOURCES = ("alpha", "beta", "gamma")
+
+with DAG(
+    dag_id="pipeline_counting",
+    schedule=None,
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+    max_active_runs=4,
+    tags=["zeta-test"],
+):
+    zeta_pipeline(
+        "counting",
+        sources={name: JOB for name in SOURCES},
+        output=OUTPUT,
+        job_params={
+            "launch_log": "{{ dag_run.conf['launch_log'] }}",
+            "release_dir": "{{ dag_run.conf.get('release_dir', '') }}",
+            "seconds": "{{ dag_run.conf.get('seconds', 2) }}",
+            "fail_first_of": "{{ dag_run.conf.get('fail_first_of', '') }}",
+            "rows": "",
+        },
+        deploy_kwargs={"retries": 2, "retry_delay": 1, "launch_grace": 20},
+        ready_timeout=600,
+    )

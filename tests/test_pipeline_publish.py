@@ -1,0 +1,123 @@
+"""G2 + G3 under real Airflow components (fake drivers), SQLite and PostgreSQL.
+
+A three-source pipeline: one source is released, two keep running, and while the ready-to-close
+sensor waits, the scheduler and then the triggerer are killed with SIGKILL. After the others are
+released, the partition must be published exactly once with exactly the expected rows per source,
+from the reporting attempts only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.test_deploy_windows import launches
+
+DAG_ID = "pipeline_counting"
+SOURCES = ("alpha", "beta", "gamma")
+
+
+def expected_row_count(source: str) -> int:  # mirrors tests/jobs/counting_job.py
+    return 3 + sum(map(ord, source)) % 10
+
+
+def published(cluster, ds: str) -> dict[str, list[dict]]:
+    part = cluster.home / "pipeline-output" / f"ds={ds}"
+    return {
+        path.parent.name.removeprefix("source="): json.loads(path.read_text())
+        for path in sorted(part.glob("source=*/part-0.json"))
+    }
+
+
+def marker(cluster, ds: str) -> dict:
+    return json.loads((cluster.home / "pipeline-output" / f"ds={ds}" / "_zeta_commit.json").read_text())
+
+
+def test_partition_published_once_across_scheduler_and_triggerer_kills(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    ds = "2026-03-01"
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+    (release / "alpha").write_text("go")
+    cluster.wait_for(lambda: cluster.xcom(DAG_ID, run_id, "counting.deploy_alpha"), 120, "alpha reported ready-to-close")
+    cluster.wait_for_task(DAG_ID, run_id, "counting.ready_to_close", {"deferred"}, timeout=60)
+    assert not (cluster.home / "pipeline-output" / f"ds={ds}").exists()
+
+    cluster.kill("scheduler")
+    cluster.start_component("scheduler")
+    cluster.kill("triggerer")
+    cluster.start_component("triggerer")
+    cluster.wait_healthy()
+    (release / "beta").write_text("go")
+    (release / "gamma").write_text("go")
+
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    rows = published(cluster, ds)
+    assert sorted(rows) == list(SOURCES)
+    for source in SOURCES:
+        assert len(rows[source]) == expected_row_count(source), source
+        assert {r["n"] for r in rows[source]} == set(range(expected_row_count(source)))
+    by_task = {entry["task"]: entry for entry in launches(log)}
+    assert len(launches(log)) == 3, launches(log)
+    commit = marker(cluster, ds)
+    assert commit["tokens"] == {s: by_task[f"counting.deploy_{s}"]["token"] for s in SOURCES}
+    for source in SOURCES:
+        assert {r["token"] for r in rows[source]} == {commit["tokens"][source]}
+    ready_set = cluster.xcom(DAG_ID, run_id, "counting.ready_to_close")
+    assert {s: v["token"] for s, v in ready_set["sources"].items()} == commit["tokens"]
+    result = cluster.xcom(DAG_ID, run_id, "counting.completed_point")
+    assert result["rule"] == "first_publish" and result["commit_id"] == commit["commit_id"]
+    assert result["rows"] == {s: expected_row_count(s) for s in SOURCES}
+
+    # The Asset event carries the commit.
+    events = cluster.api("GET", "/assets/events?limit=50")["asset_events"]
+    ours = [e for e in events if e.get("extra", {}).get("commit_id") == commit["commit_id"]]
+    assert len(ours) == 1 and ours[0]["extra"]["rows"] == result["rows"]
+
+    # Re-executing the completed point is a no-op: same marker, no second event of a new commit.
+    cluster.api(
+        "POST",
+        f"/dags/{DAG_ID}/clearTaskInstances",
+        {"dry_run": False, "task_ids": ["counting.completed_point"], "dag_run_id": run_id, "only_failed": False},
+    )
+    cluster.wait_for(
+        lambda: cluster.task_instance(DAG_ID, run_id, "counting.completed_point")["try_number"] >= 2
+        and cluster.task_instance(DAG_ID, run_id, "counting.completed_point")["state"] == "success",
+        180,
+        "the completed point re-executed",
+    )
+    assert marker(cluster, ds) == commit
+    assert cluster.xcom(DAG_ID, run_id, "counting.completed_point")["rule"] == "already_published"
+
+
+def test_stale_attempt_output_is_never_published(fake_driver_cluster, tmp_path):
+    """beta's first attempt stages output and then fails; only its redeployed attempt is published."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log = tmp_path / "launches.jsonl"
+    ds = "2026-03-02"
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "fail_first_of": "beta"})
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    beta = [entry for entry in launches(log) if entry["task"] == "counting.deploy_beta"]
+    assert len(beta) == 2 and beta[0]["token"] != beta[1]["token"]
+    stale_output = next((cluster.home / "zeta-state" / "attempts").rglob(f"{beta[0]['token']}/output/part-0.json"))
+    assert stale_output.exists(), "the failed attempt did stage output"
+    rows = published(cluster, ds)
+    assert {r["token"] for r in rows["beta"]} == {beta[1]["token"]}
+    assert marker(cluster, ds)["tokens"]["beta"] == beta[1]["token"]
+
+
+def test_run_without_logical_date_fails_clearly_and_launches_nothing(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log = tmp_path / "launches.jsonl"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log)}, no_logical_date=True)
+    cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=180)
+    assert launches(log) == []
+    from tests.test_deploy_windows import task_log  # noqa: F401 - same log layout
+
+    folder = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=counting.deploy_alpha"
+    text = "\n".join(p.read_text() for p in folder.glob("attempt=*.log"))
+    assert "has no logical date" in text

@@ -1,0 +1,176 @@
+"""Ready-to-close evaluation (G2) and the completed point's publish decisions (G3)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
+from airflow_provider_zeta.core.publish import (
+    MissingPartitionKey,
+    PublishAction,
+    commit_id,
+    decide_publish,
+    marker_for,
+    parse_commit_marker,
+    partition_key,
+)
+from airflow_provider_zeta.core.ready import Verdict, attempt_problem, evaluate, parse_ready_set, parse_report
+
+EXPECTED = {"eu": "deploy_eu", "us": "deploy_us", "apac": "deploy_apac"}
+NOW, DEADLINE = 1000.0, 2000.0
+
+
+def report(source, incarnation=0, token=None, rows=10):
+    return {
+        "source": source,
+        "incarnation": incarnation,
+        "token": token or f"tok-{source}",
+        "output_path": f"file:///s/{source}/output",
+        "rows": rows,
+    }
+
+
+def run(states, reports, incarnation=0, now=NOW, unverified=None):
+    return evaluate(EXPECTED, states, reports, incarnation, now, DEADLINE, unverified)
+
+
+def test_partial_restore_sees_exactly_the_reports_made():
+    states = {"deploy_eu": "success", "deploy_us": "running", "deploy_apac": "deferred"}
+    ev = run(states, {"deploy_eu": report("eu")})
+    assert ev.verdict is Verdict.WAITING
+    assert set(ev.ready) == {"eu"} and ev.missing == ("apac", "us")
+    assert "1 of 3 sources ready" in ev.message and "apac, us" in ev.message
+
+
+def test_full_restore_and_restoring_twice_is_idempotent():
+    states = {t: "success" for t in EXPECTED.values()}
+    reports = {t: report(s) for s, t in EXPECTED.items()}
+    first, second = run(states, reports), run(states, reports)
+    assert first == second and first.verdict is Verdict.ALL_READY
+    assert first.ready_set(0) == second.ready_set(0)
+    assert sorted(first.ready_set(0)["sources"]) == ["apac", "eu", "us"]
+
+
+def test_missing_value_of_a_running_source_waits_then_hits_the_deadline():
+    states = {"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "running"}
+    reports = {"deploy_eu": report("eu"), "deploy_us": report("us")}
+    assert run(states, reports).verdict is Verdict.WAITING
+    late = run(states, reports, now=DEADLINE)
+    assert late.verdict is Verdict.DEADLINE and "apac" in late.message
+
+
+def test_success_without_report_is_a_clear_error():
+    states = {t: "success" for t in EXPECTED.values()}
+    reports = {"deploy_eu": report("eu"), "deploy_us": report("us")}
+    ev = run(states, reports)
+    assert ev.verdict is Verdict.CORRUPT and "deploy_apac" in ev.message and "without a ready-to-close report" in ev.message
+
+
+@pytest.mark.parametrize(
+    "bad,needle",
+    [("text", "not a report"), ({"source": "eu"}, "lacks"), ({**report("eu"), "incarnation": "x"}, "invalid value"),
+     ({**report("eu"), "source": "us"}, "names source")],
+)
+def test_corrupted_value_is_a_clear_error_and_nothing_is_ready(bad, needle):
+    states = {t: "success" for t in EXPECTED.values()}
+    reports = {"deploy_eu": bad, "deploy_us": report("us"), "deploy_apac": report("apac")}
+    ev = run(states, reports)
+    assert ev.verdict is Verdict.CORRUPT and needle in ev.message
+    with pytest.raises(CorruptState):
+        parse_report(bad, "eu", "deploy_eu")
+
+
+def test_report_from_an_older_incarnation_is_ignored_while_its_source_reruns():
+    states = {"deploy_eu": "running", "deploy_us": "success", "deploy_apac": "success"}
+    reports = {"deploy_eu": report("eu", incarnation=0), "deploy_us": report("us", 1), "deploy_apac": report("apac", 1)}
+    ev = run(states, reports, incarnation=1)
+    assert ev.verdict is Verdict.WAITING and ev.missing == ("eu",)
+
+
+def test_report_from_a_newer_incarnation_is_a_contradiction():
+    states = {t: "success" for t in EXPECTED.values()}
+    reports = {t: report(s, incarnation=2) for s, t in EXPECTED.items()}
+    assert run(states, reports, incarnation=1).verdict is Verdict.CORRUPT
+
+
+def test_unknown_token_is_ignored_and_named():
+    states = {t: "success" for t in EXPECTED.values()}
+    reports = {t: report(s) for s, t in EXPECTED.items()}
+    problem = attempt_problem(parse_report(report("us"), "us", "deploy_us"), None)
+    assert "unknown attempt token" in problem
+    ev = run(states, reports, unverified={"us": problem})
+    assert ev.verdict is Verdict.WAITING and ev.missing == ("us",) and "unknown attempt token" in ev.message
+
+
+def test_attempt_problem_checks_the_ledger():
+    r = parse_report(report("eu"), "eu", "deploy_eu")
+    ok = Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=r.output_path)
+    assert attempt_problem(r, ok) is None
+    assert "did not succeed" in attempt_problem(r, Ledger(token=r.token, status=LedgerStatus.FAILED, started_at=1, heartbeat_at=2))
+    assert "names output" in attempt_problem(r, Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path="x"))
+
+
+def test_failed_source_fails_fast_naming_it():
+    states = {"deploy_eu": "failed", "deploy_us": "running", "deploy_apac": "upstream_failed"}
+    ev = run(states, {})
+    assert ev.verdict is Verdict.SOURCE_FAILED and "apac (upstream_failed)" in ev.message and "eu (failed)" in ev.message
+
+
+def test_up_for_retry_is_not_a_failure():
+    assert run({"deploy_eu": "up_for_retry"}, {}).verdict is Verdict.WAITING
+
+
+# -- the completed point ----------------------------------------------------------------------
+
+
+def sources(incarnation=0, **tokens):
+    return {s: parse_report(report(s, incarnation, token), s, f"deploy_{s}") for s, token in tokens.items()}
+
+
+def test_commit_id_depends_on_tokens_partition_and_incarnation_only():
+    a = commit_id("2026-01-01", 0, sources(eu="a", us="b"))
+    assert a == commit_id("2026-01-01", 0, sources(us="b", eu="a"))
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="c"))
+    assert a != commit_id("2026-01-02", 0, sources(eu="a", us="b"))
+    assert a != commit_id("2026-01-01", 1, sources(eu="a", us="b"))
+
+
+def test_publish_decisions():
+    srcs = sources(eu="a", us="b")
+    ours = commit_id("d", 1, srcs)
+    same = marker_for(ours, "d", 1, srcs, 5.0)
+    older = marker_for("old", "d", 0, srcs, 5.0)
+    same_incarnation_other = marker_for("other", "d", 1, srcs, 5.0)
+    newer = marker_for("new", "d", 2, srcs, 5.0)
+    assert decide_publish(ours, 1, False, None).action is PublishAction.PUBLISH
+    assert decide_publish(ours, 1, True, same).rule == "already_published"  # re-executing: no-op
+    assert decide_publish(ours, 1, True, older).action is PublishAction.REPLACE
+    late = decide_publish(ours, 1, True, same_incarnation_other)
+    assert late.action is PublishAction.NO_OP and late.rule == "late_report_ignored"
+    assert decide_publish(ours, 1, True, newer).rule == "stale_commit"
+    assert decide_publish(ours, 1, True, None).rule == "foreign_partition"
+    assert decide_publish(ours, 1, True, CorruptState("bad")).action is PublishAction.FAIL
+
+
+def test_commit_marker_round_trip_and_corruption():
+    marker = marker_for("c", "d", 0, sources(eu="a"), 7.0)
+    assert parse_commit_marker(marker.to_json(), "x") == marker
+    assert parse_commit_marker(None, "x") is None
+    with pytest.raises(CorruptState, match="unreadable"):
+        parse_commit_marker(b'{"commit_id": "c"', "x")
+
+
+def test_ready_set_round_trip_and_bad_input():
+    states = {t: "success" for t in EXPECTED.values()}
+    ev = run(states, {t: report(s) for s, t in EXPECTED.items()})
+    incarnation, parsed = parse_ready_set(ev.ready_set(0))
+    assert incarnation == 0 and parsed == ev.ready
+    for bad in (None, {"sources": {}}, {"incarnation": 0, "sources": {}}, {"incarnation": 0, "sources": {"eu": 3}}):
+        with pytest.raises(CorruptState):
+            parse_ready_set(bad)
+
+
+def test_partition_key_requires_a_logical_date():
+    assert partition_key("2026-01-01", "r") == "2026-01-01"
+    with pytest.raises(MissingPartitionKey, match="no logical date"):
+        partition_key(None, "manual__x")
