@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo clean
+.PHONY: install test demo bench clean
 
 $(STAMP): setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: install
 ## demo: run the example pipeline on an embedded Airflow (SQLite, LocalExecutor, local Spark)
 demo: install
 	$(BIN)/python scripts/demo.py
+
+## bench: benchmark scripts under benchmarks/; figures go to docs/benchmarks.md
+bench: install
+	$(BIN)/python benchmarks/ready_to_close_bench.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

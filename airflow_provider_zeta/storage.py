@@ -115,17 +115,23 @@ class StateStorage:
         return sorted(posixpath.relpath(p, base) for p in found)
 
 
-def copy_tree(source: StateStorage, source_relative: str, target: StateStorage, target_relative: str) -> int:
+def copy_tree(
+    source: StateStorage, source_relative: str, target: StateStorage, target_relative: str, name_prefix: str = ""
+) -> int:
     """Copy every file under ``source_relative`` to ``target_relative`` (streams; any two filesystems).
 
-    Returns the number of files copied. A missing or empty source copies nothing.
+    ``name_prefix`` is put before every file name that does not start with ``_`` or ``.`` (those
+    are metadata files readers skip, such as ``_SUCCESS``). Returns the number of files copied.
     """
     import shutil
 
     count = 0
     for relative in source.files_under(source_relative):
         src = source.path(posixpath.join(source_relative, relative))
-        dst = target.path(posixpath.join(target_relative, relative))
+        folder, name = posixpath.split(relative)
+        if name_prefix and not name.startswith(("_", ".")):
+            name = name_prefix + name
+        dst = target.path(posixpath.join(target_relative, folder, name))
         if target.is_local:
             os.makedirs(os.path.dirname(dst), exist_ok=True)
         with source.fs.open(src, "rb") as reader, target.fs.open(dst, "wb") as writer:

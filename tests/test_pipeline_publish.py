@@ -25,7 +25,7 @@ def published(cluster, ds: str) -> dict[str, list[dict]]:
     part = cluster.home / "pipeline-output" / f"ds={ds}"
     return {
         path.parent.name.removeprefix("source="): json.loads(path.read_text())
-        for path in sorted(part.glob("source=*/part-0.json"))
+        for path in sorted(part.glob("source=*/*part-0.json"))
     }
 
 

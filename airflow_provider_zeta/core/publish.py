@@ -7,8 +7,9 @@ sub-directory per source, ``source={name}``. Publishing a partition:
 
 1. **Assemble** it hidden, under ``{output}/_zeta_pending/{commit_id}/ds={ds}/``: a copy of each
    reported token's staging output (and nothing else: outputs of tokens that did not report —
-   stale or orphaned attempts — live in other attempt directories and are never read), plus a
-   commit marker ``_zeta_commit.json`` naming the commit id, incarnation and tokens.
+   stale or orphaned attempts — live in other attempt directories and are never read), each data
+   file renamed ``<token>-<name>`` so no two commits share a file path, plus a commit marker
+   ``_zeta_commit.json`` naming the commit id, incarnation and tokens.
 2. **Move aside** a partition it replaces (one from an older incarnation) into
    ``{output}/_zeta_tombstones/`` — never deleted here; the delayed cleanup deletes it later.
 3. **Rename** the assembled directory to ``{output}/ds={ds}`` in one step.

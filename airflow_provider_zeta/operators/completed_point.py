@@ -153,7 +153,10 @@ def publish_partition(
     pending = f"{PENDING_DIR}/{marker.commit_id}"
     out.delete_tree(pending)  # leftovers of a crashed earlier attempt of this same commit
     for name, relative in sorted(staging.items()):
-        copied = copy_tree(state, relative, out, f"{pending}/{part}/{source_dir(name)}")
+        # File names carry the attempt token: a reader that listed the old partition and opens a
+        # file after the swap gets "not found" (and retries), never another attempt's file.
+        token = marker.tokens[name]
+        copied = copy_tree(state, relative, out, f"{pending}/{part}/{source_dir(name)}", name_prefix=f"{token}-")
         if log:
             log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
     out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
