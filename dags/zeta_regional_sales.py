@@ -5,7 +5,9 @@ staging directory; when all three have reported ready-to-close, the completed po
 ``{output}/ds={ds}/source={region}/`` at once. ``spark.read.parquet(output)`` then sees the three
 regions of a day or none of them.
 
-The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``.
+The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``; the
+schedule is ``@daily`` unless ``$ZETA_EXAMPLE_SCHEDULE`` says otherwise (empty: manual runs only,
+as ``make demo`` uses it).
 The run needs a logical date (it is the partition key): scheduled runs have one; trigger manual
 runs with one. A run without a logical date fails at once with a message saying so.
 """
@@ -28,7 +30,7 @@ OUTPUT = os.environ.get("ZETA_EXAMPLE_OUTPUT") or os.path.join(
 
 with DAG(
     dag_id="zeta_regional_sales",
-    schedule="@daily",
+    schedule=os.environ.get("ZETA_EXAMPLE_SCHEDULE", "@daily") or None,
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
     catchup=False,
     max_active_runs=3,

@@ -175,14 +175,15 @@ class AirflowCluster:
         health_threshold_s: int = 20,
         task_heartbeat_timeout_s: int = 30,
         parallelism: int = 8,
-        keep_home: bool = False,
+        keep_home: bool | None = None,
     ) -> None:
         self.dags_folder = Path(dags_folder).resolve()
         if not self.dags_folder.is_dir():
             raise ValueError(f"dags_folder {self.dags_folder} is not a directory")
         self.home = Path(home) if home else Path(tempfile.mkdtemp(prefix="zeta-airflow-"))
         self.home.mkdir(parents=True, exist_ok=True)
-        self.keep_home = keep_home or home is not None
+        # A home the caller chose is kept unless the caller says otherwise; a temporary one is not.
+        self.keep_home = (home is not None) if keep_home is None else keep_home
         self.cluster_id = secrets.token_hex(6)
         self._db_spec = db
         self.db: MetadataDatabase | None = db if isinstance(db, MetadataDatabase) else None
