@@ -72,9 +72,17 @@ def handle_alive(handle: ProcessHandle) -> bool | None:
     return start is not None and (handle.start_time is None or start == handle.start_time)
 
 
+def token_needles(token: str) -> tuple[bytes, ...]:
+    """How a driver's processes carry its token: spark-submit's conf and the bootstrap's spec.
+
+    Only these count — a ``tail -f`` on a path that contains the token is not the driver.
+    """
+    return (f"spark.zeta.attemptToken={token}".encode(), f'"token": "{token}"'.encode())
+
+
 def pids_carrying(token: str) -> list[int]:
-    """Pids of live processes on this host whose command line contains ``token``."""
-    needle = token.encode()
+    """Pids of live processes on this host whose command line carries ``token`` as a driver does."""
+    needles = token_needles(token)
     found = []
     me = os.getpid()
     try:
@@ -88,14 +96,14 @@ def pids_carrying(token: str) -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if needle in cmdline and process_start_time(int(entry)) is not None:
+        if any(needle in cmdline for needle in needles) and process_start_time(int(entry)) is not None:
             found.append(int(entry))
     return found
 
 
 def process_view(token: str, handle: ProcessHandle | None) -> ProcessView:
     """What this host can tell about the driver of ``token``: alive, gone, or unknown."""
-    if pids_carrying(token):
+    if token and pids_carrying(token):
         return ProcessView.ALIVE
     if handle is not None:
         alive = handle_alive(handle)

@@ -121,3 +121,37 @@ def test_run_without_logical_date_fails_clearly_and_launches_nothing(fake_driver
     folder = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=counting.deploy_alpha"
     text = "\n".join(p.read_text() for p in folder.glob("attempt=*.log"))
     assert "has no logical date" in text
+
+
+def test_clearing_one_source_reruns_only_that_source(fake_driver_cluster, tmp_path):
+    """Clearing beta raises the run's clear_number; alpha and gamma, deferred on healthy drivers,
+    must re-attach and reuse their results — not re-run their jobs."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    ds = "2026-03-03"
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+    cluster.wait_for(lambda: len(launches(log)) == 3, 120, "all three jobs running")
+    for source in SOURCES:
+        cluster.wait_for_task(DAG_ID, run_id, f"counting.deploy_{source}", {"deferred"}, timeout=60)
+    first_beta = next(e for e in launches(log) if e["task"] == "counting.deploy_beta")
+
+    cluster.api(
+        "POST",
+        f"/dags/{DAG_ID}/clearTaskInstances",
+        {"dry_run": False, "task_ids": ["counting.deploy_beta"], "dag_run_id": run_id, "only_failed": False},
+    )
+    cluster.wait_for(lambda: len(launches(log)) == 4, 120, "beta relaunched after its clear")
+    for source in SOURCES:
+        (release / source).write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+
+    per_task = {}
+    for entry in launches(log):
+        per_task.setdefault(entry["task"], []).append(entry["token"])
+    assert len(per_task["counting.deploy_alpha"]) == 1 and len(per_task["counting.deploy_gamma"]) == 1, per_task
+    assert len(per_task["counting.deploy_beta"]) == 2
+    commit = marker(cluster, ds)
+    assert commit["tokens"]["beta"] == per_task["counting.deploy_beta"][1] != first_beta["token"]
+    assert commit["tokens"]["alpha"] == per_task["counting.deploy_alpha"][0]

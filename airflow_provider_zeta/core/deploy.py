@@ -73,8 +73,17 @@ class DeployObservation:
     ledger: Ledger | CorruptState | None
     process: ProcessView
     timing: Timing
+    max_tries: int | None = None  # the task instance's max_tries now
 
     # -- derived facts the table's conditions read
+    @property
+    def task_cleared_since_record(self) -> bool:
+        """This task (not merely another task of its run) was cleared after the record was made."""
+        record = self.record
+        assert isinstance(record, AttemptRecord)
+        if record.max_tries is not None and self.max_tries is not None:
+            return record.max_tries < self.max_tries
+        return record.incarnation < self.incarnation  # records without max_tries: run-wide signal
     @property
     def heartbeat_stale(self) -> bool:
         return isinstance(self.ledger, Ledger) and self.ledger.heartbeat_age(self.now) > self.timing.lost_after
@@ -170,15 +179,17 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             f"task's incarnation {o.incarnation}: the run was cleared while this try ran; stopping.",
         ),
     ),
-    # -- the user cleared the run/task: never reuse, stop the old driver
+    # -- the user cleared this task (alone or with its run): never reuse, stop the old driver.
+    #    A clear of *other* tasks of the run raises the run's clear_number too, but must not make
+    #    this task re-run its job: only a rise of this task's own max_tries counts.
     Row(
         "new_incarnation",
-        lambda o: _rec(o).incarnation < o.incarnation,
+        lambda o: o.task_cleared_since_record,
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "new_incarnation",
-            f"incarnation {o.incarnation} replaces {_rec(o).incarnation}: its attempt {_rec(o).token} "
-            "is not reused and is asked to stop",
+            f"this task was cleared (incarnation {o.incarnation}, max_tries {_rec(o).max_tries} -> {o.max_tries}): "
+            f"attempt {_rec(o).token} is not reused and is asked to stop",
             cancel=_rec(o).token,
         ),
     ),
@@ -322,3 +333,16 @@ def trigger_should_fire(view: "LedgerView", now: float, missing_deadline: float)
     if view is LedgerView.MISSING:
         return now >= missing_deadline
     return True
+
+
+def cancel_on_trigger_kill(task_state: str | None) -> bool:
+    """Should a killed driver trigger stop its driver? Only if its task no longer waits on it.
+
+    Airflow calls a trigger's ``on_kill`` for user actions (mark failed/success, clear) — and also
+    when a recovered triggerer finds its trigger was handed to another triggerer meanwhile. In the
+    second case the task is still ``deferred`` and its driver must live on. When the state cannot
+    be read (``None``), keep the driver: a stray driver is stopped later (a new incarnation's
+    deploy or the sweep), while a wrong cancel would make the job run twice. A cleared task
+    instance, which has no state yet, is passed as ``"none"``.
+    """
+    return task_state is not None and task_state != "deferred"

@@ -173,6 +173,10 @@ class AttemptRecord:
     pid: int | None = None
     pid_start: float | None = None
     failure_reported_try: int | None = None
+    # The task instance's max_tries when the token was chosen. Airflow raises max_tries when (and
+    # only when) this task is cleared; the run-wide clear_number also rises when *other* tasks of
+    # the run are cleared, so it cannot tell whether this task was asked to re-run.
+    max_tries: int | None = None
 
     def to_value(self) -> dict[str, Any]:
         data = asdict(self)
@@ -208,6 +212,7 @@ def parse_attempt_record(value: Any, where: str) -> AttemptRecord | None:
             failure_reported_try=(
                 None if value.get("failure_reported_try") is None else int(value["failure_reported_try"])
             ),
+            max_tries=None if value.get("max_tries") is None else int(value["max_tries"]),
         )
     except KeyError as missing:
         raise CorruptState(f"task state {where} lacks the field {missing}; delete the key to decide afresh") from None

@@ -63,9 +63,14 @@ def source_dir(source: str) -> str:
     return f"source={safe_segment(source)}"
 
 
-def commit_id(ds: str, incarnation: int, sources: Mapping[str, Report]) -> str:
+def commit_id(ds: str, incarnation: int, sources: Mapping[str, Report], run_id: str = "") -> str:
     material = json.dumps(
-        {"ds": ds, "incarnation": incarnation, "tokens": sorted((name, r.token) for name, r in sources.items())},
+        {
+            "ds": ds,
+            "run_id": run_id,
+            "incarnation": incarnation,
+            "tokens": sorted((name, r.token) for name, r in sources.items()),
+        },
         sort_keys=True,
     )
     return hashlib.sha256(material.encode()).hexdigest()[:16]
@@ -79,6 +84,7 @@ class CommitMarker:
     tokens: dict[str, str]
     rows: dict[str, int | None]
     published_at: float
+    run_id: str = ""  # the run that owns the partition
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__, sort_keys=True).encode()
@@ -96,6 +102,7 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
             tokens={str(k): str(v) for k, v in data["tokens"].items()},
             rows={str(k): (None if v is None else int(v)) for k, v in data.get("rows", {}).items()},
             published_at=float(data["published_at"]),
+            run_id=str(data.get("run_id", "")),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CorruptState(
@@ -123,8 +130,13 @@ def decide_publish(
     incarnation: int,
     partition_exists: bool,
     existing: CommitMarker | CorruptState | None,
+    run_id: str = "",
 ) -> PublishDecision:
-    """What to do with partition ``ds`` given what is there now. First matching rule wins."""
+    """What to do with partition ``ds`` given what is there now. First matching rule wins.
+
+    Incarnations are compared only within one run: a partition published by another run (two runs
+    with the same ``ds``, e.g. an hourly schedule) is never replaced nor silently kept.
+    """
     if not partition_exists:
         return PublishDecision(PublishAction.PUBLISH, "first_publish", "the partition does not exist yet")
     if isinstance(existing, CorruptState):
@@ -138,6 +150,14 @@ def decide_publish(
         )
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
+    if existing.run_id != run_id:
+        return PublishDecision(
+            PublishAction.FAIL,
+            "partition_of_another_run",
+            f"the partition was published by run {existing.run_id!r} (commit {existing.commit_id}); run "
+            f"{run_id!r} has the same ds. One partition belongs to one run: give runs distinct partition "
+            "keys (a daily schedule), or clear the owning run to reprocess it.",
+        )
     if existing.incarnation < incarnation:
         return PublishDecision(
             PublishAction.REPLACE,
@@ -160,8 +180,11 @@ def decide_publish(
     )
 
 
-def marker_for(ours: str, ds: str, incarnation: int, sources: Mapping[str, Report], now: float) -> CommitMarker:
+def marker_for(
+    ours: str, ds: str, incarnation: int, sources: Mapping[str, Report], now: float, run_id: str = ""
+) -> CommitMarker:
     return CommitMarker(
+        run_id=run_id,
         commit_id=ours,
         ds=ds,
         incarnation=incarnation,
@@ -179,4 +202,5 @@ def asset_extra(marker: CommitMarker) -> dict[str, Any]:
         "incarnation": marker.incarnation,
         "rows": dict(marker.rows),
         "tokens": dict(marker.tokens),
+        "run_id": marker.run_id,
     }

@@ -32,6 +32,7 @@ Where the publish is atomic
 from __future__ import annotations
 
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
@@ -99,23 +100,41 @@ class CompletedPointOperator(BaseOperator):
         staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
         out = open_state_storage(self.output_root)
         part = partition_dir(ds)
-        ours = commit_id(ds, incarnation, sources)
+        ours = commit_id(ds, incarnation, sources, ti.run_id)
         try:
             existing = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
         except CorruptState as error:
             existing = error
-        decision = decide_publish(ours, incarnation, out.exists(part), existing)
-        self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
-        if decision.action is PublishAction.FAIL:
-            raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
-
         tombstone = None
-        if decision.action is PublishAction.NO_OP:
-            marker = existing  # what is published stands
-        else:
-            marker = marker_for(ours, ds, incarnation, sources, time.time())
+        for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
+            try:
+                existing = parse_commit_marker(
+                    out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}")
+                )
+            except CorruptState as error:
+                existing = error
+            decision = decide_publish(ours, incarnation, out.exists(part), existing, ti.run_id)
+            self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
+            if decision.action is PublishAction.FAIL:
+                raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
+            if decision.action is PublishAction.NO_OP:
+                marker = existing  # what is published stands
+                break
+            marker = marker_for(ours, ds, incarnation, sources, time.time(), ti.run_id)
             replaced = existing.commit_id if decision.action is PublishAction.REPLACE else None
-            tombstone = publish_partition(state, staging, out, part, marker, replaced, log=self.log)
+
+            def fence() -> None:
+                # The execution API refuses this write from a try the scheduler has reset: an
+                # orphaned try stops here, before it can rename anything into the table.
+                context["task_state_store"].set("zeta_publishing", {"commit_id": ours, "at": time.time()})
+
+            try:
+                tombstone = publish_partition(state, staging, out, part, marker, replaced, log=self.log, before_swap=fence)
+                break
+            except PartitionTaken:
+                continue
+        else:
+            raise AirflowFailException(f"[zeta.publish] the partition {out.url_of(part)} kept changing under this task")
         extra = asset_extra(marker)
         if self.asset is not None:
             context["outlet_events"][self.asset].extra = extra
@@ -135,6 +154,10 @@ class CompletedPointOperator(BaseOperator):
         return f"{relative}/{OUTPUT_DIR}"
 
 
+class PartitionTaken(RuntimeError):
+    """Another publisher renamed a partition into place first; the caller decides again."""
+
+
 def publish_partition(
     state: StateStorage,
     staging: dict[str, str],
@@ -143,15 +166,18 @@ def publish_partition(
     marker: Any,
     replaced_commit: str | None,
     log: Any = None,
+    before_swap: Any = None,
 ) -> str | None:
     """Assemble ``part`` hidden from the given staging directories, then rename it into place.
 
     ``staging``: source name -> directory in ``state`` (a reported token's own output). When
     ``replaced_commit`` is set, the existing partition is first moved aside as a tombstone, whose
-    relative path is returned. Re-running after a crash at any step converges.
+    relative path is returned. Each call assembles in a pending directory of its own, so two
+    publishers (a try and its orphaned predecessor) never write into each other's; the rename onto
+    an existing partition fails (``PartitionTaken``) instead of merging. ``before_swap`` runs just
+    before anything in the table changes (the operator's fence against orphaned tries).
     """
-    pending = f"{PENDING_DIR}/{marker.commit_id}"
-    out.delete_tree(pending)  # leftovers of a crashed earlier attempt of this same commit
+    pending = f"{PENDING_DIR}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
     for name, relative in sorted(staging.items()):
         # File names carry the attempt token: a reader that listed the old partition and opens a
         # file after the swap gets "not found" (and retries), never another attempt's file.
@@ -160,10 +186,18 @@ def publish_partition(
         if log:
             log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
     out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
+    if before_swap is not None:
+        before_swap()
     tombstone = None
-    if replaced_commit is not None and out.exists(part):
-        tombstone = f"{TOMBSTONES_DIR}/{part}-{replaced_commit}"
-        out.move(part, tombstone)
-    out.move(f"{pending}/{part}", part)  # the publish: one rename
+    try:
+        if replaced_commit is not None and out.exists(part):
+            tombstone = f"{TOMBSTONES_DIR}/{part}-{replaced_commit}"
+            out.move(part, tombstone)
+        out.move(f"{pending}/{part}", part)  # the publish: one rename
+    except (FileExistsError, OSError) as error:
+        if not out.exists(part):
+            raise
+        out.delete_tree(pending)
+        raise PartitionTaken(str(error)) from error
     out.delete_tree(pending)
     return tombstone

@@ -185,6 +185,7 @@ class ZetaSparkJobOperator(BaseOperator):
             ledger=ledger,
             process=process,
             timing=timing,
+            max_tries=_max_tries(context),
         )
 
     # ------------------------------------------------------------------ the loop
@@ -288,6 +289,7 @@ class ZetaSparkJobOperator(BaseOperator):
             "output_url": driver_url(storage, f"{relative}/{OUTPUT_DIR}"),
             "application": self.application,
             "heartbeat_interval": heartbeat,
+            "lost_after": timing.lost_after,
             "source": self.source or task_id,
             "dag_id": dag_id,
             "run_id": run_id,
@@ -316,6 +318,7 @@ class ZetaSparkJobOperator(BaseOperator):
             phase=Phase.INTENT,
             intent_at=time.time(),
             launch_try=try_number,
+            max_tries=_max_tries(context),
         )
         self.failure_window("before_intent", context)
         self._write_record(context, intent)  # 1. intent, durable before the launch
@@ -337,6 +340,7 @@ class ZetaSparkJobOperator(BaseOperator):
             ledger=None,
             process=process_view(token, handle),
             timing=timing,
+            max_tries=_max_tries(context),
         )
         self._defer_on(
             context,
@@ -367,6 +371,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 handle=None if handle is None else handle.__dict__,
                 heartbeat_interval=self._heartbeat_interval,
                 not_before=not_before(),
+                task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context))),
             ),
             method_name="execute_complete",
         )
@@ -384,6 +389,11 @@ class ZetaSparkJobOperator(BaseOperator):
                 "zeta.deploy: task process killed; driver %s keeps running for the next try to re-attach",
                 self._current_token,
             )
+
+
+def _max_tries(context: Context) -> int | None:
+    value = getattr(context["ti"], "max_tries", None)
+    return None if value is None else int(value)
 
 
 def _handle_of(record: Any) -> ProcessHandle | None:

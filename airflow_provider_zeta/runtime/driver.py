@@ -64,6 +64,11 @@ class DriverBootstrap:
         self.token: str = spec["token"]
         self.attempt = StateStorage.from_url(spec["attempt_url"])
         self.heartbeat_interval = float(spec.get("heartbeat_interval", 5))
+        # A driver that cannot heartbeat for most of this long stops itself: past lost_after the
+        # coordinator counts it as lost and may redeploy, and it might not be able to kill us (we
+        # may be on another host, or our cancel marker unreadable).
+        self.lost_after = float(spec.get("lost_after", 60))
+        self._last_heartbeat_ok = time.monotonic()
         self.started_at = time.time()
         self._lock = threading.Lock()
         self._terminal = False
@@ -129,8 +134,19 @@ class DriverBootstrap:
                     self._cancel()
                     return
                 self.write(LedgerStatus.RUNNING)
-            except Exception:  # a flaky store must not kill the job; the next beat retries
+                self._last_heartbeat_ok = time.monotonic()
+            except Exception:  # a flaky store must not kill the job at once; the next beat retries
                 traceback.print_exc()
+                silent = time.monotonic() - self._last_heartbeat_ok
+                if silent > 0.8 * self.lost_after:
+                    print(
+                        f"[zeta] no heartbeat written for {silent:.0f}s (lost after {self.lost_after:.0f}s): "
+                        "stopping, the coordinator may already have redeployed this attempt",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    _cancel_spark_jobs()
+                    os._exit(EXIT_CANCELLED)
 
     def _cancel(self) -> None:
         print(f"[zeta] cancel marker found for attempt {self.token}: stopping the driver", file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_zeta.core.deploy import trigger_should_fire
+from airflow_provider_zeta.core.deploy import cancel_on_trigger_kill, trigger_should_fire
 from airflow_provider_zeta.core.ledger import CorruptState, LedgerView, classify_ledger, parse_ledger
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, stop_token_processes
@@ -47,6 +47,7 @@ class ZetaDriverTrigger(BaseTrigger):
         handle: dict[str, Any] | None = None,
         heartbeat_interval: float = 5.0,
         not_before: float = 0.0,
+        task_key: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -58,6 +59,7 @@ class ZetaDriverTrigger(BaseTrigger):
         self.handle = handle
         self.heartbeat_interval = float(heartbeat_interval)
         self.not_before = float(not_before)
+        self.task_key = task_key  # dag_id, run_id, task_id, map_index of the deploy task
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -72,6 +74,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 "handle": self.handle,
                 "heartbeat_interval": self.heartbeat_interval,
                 "not_before": self.not_before,
+                "task_key": self.task_key,
             },
         )
 
@@ -103,8 +106,35 @@ class ZetaDriverTrigger(BaseTrigger):
             delay = min(self.poll_interval, delay * 2)
 
     async def on_kill(self) -> None:
-        # The user acted on the task (mark failed/success, clear): the driver must not outlive it.
+        # A user acted on the task (mark failed/success, clear): the driver must not outlive it.
+        # But Airflow also lands here when a recovered triggerer drops a trigger that was moved
+        # to another triggerer: then the task is still deferred and the driver must live on.
+        state = await self._task_state()
+        if not cancel_on_trigger_kill(state):
+            self.log.info("zeta driver %s: trigger killed but task state is %r: driver left running", self.token, state)
+            return
         await asyncio.to_thread(self._cancel_driver)
+
+    async def _task_state(self) -> str | None:
+        if not self.task_key:
+            return "unknown-task"  # kwargs of an older version: behave as before (cancel)
+        try:
+            from asgiref.sync import sync_to_async
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+            key = self.task_key
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=key["dag_id"], task_ids=[key["task_id"]], run_ids=[key["run_id"]]
+            )
+            by_task = states.get(key["run_id"], {})
+            task_id = key["task_id"] if int(key.get("map_index", -1)) < 0 else f"{key['task_id']}_{key['map_index']}"
+            if task_id not in by_task:
+                return None
+            # A cleared task instance has no state yet: that is an answer ("none"), not "unknown".
+            return by_task[task_id] or "none"
+        except Exception:
+            self.log.exception("zeta driver %s: could not read the task's state", self.token)
+            return None
 
     def _cancel_driver(self) -> None:
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_provider_zeta.core.deploy import (
     DEPLOY_TABLE,
+    cancel_on_trigger_kill,
     Action,
     DeployObservation,
     ProcessView,
@@ -47,9 +48,10 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
     return Ledger(token=token, status=status, started_at=NOW - 100, heartbeat_at=NOW - heartbeat_age, **kw)
 
 
-def observe(rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2) -> DeployObservation:
+def observe(rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None) -> DeployObservation:
     return DeployObservation(
-        now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process, timing=TIMING
+        now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
+        timing=TIMING, max_tries=max_tries,
     )
 
 
@@ -172,6 +174,21 @@ def test_higher_incarnation_never_reuses_an_older_result():
     assert decision.action is Action.FRESH_LAUNCH and decision.cancel_token == "tok-a"
 
 
+def test_clearing_this_task_is_told_by_its_own_max_tries():
+    rec = record(Phase.LAUNCHED, incarnation=0, max_tries=3)
+    cleared = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED), incarnation=1, max_tries=5))
+    assert cleared.rule == "new_incarnation" and cleared.action is Action.FRESH_LAUNCH
+
+
+def test_clearing_another_task_of_the_run_does_not_rerun_this_one():
+    # deploy_b was cleared: the run's clear_number rose, deploy_a's max_tries did not.
+    rec = record(Phase.LAUNCHED, incarnation=0, max_tries=3)
+    running = decide(observe(rec=rec, led=ledger(), incarnation=1, max_tries=3))
+    assert running.rule == "reconnect"
+    done = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED), incarnation=1, max_tries=3))
+    assert done.rule == "already_succeeded" and done.action is Action.REUSE_RESULT
+
+
 # -- parsing: missing, truncated, not JSON, foreign ---------------------------------------------
 
 
@@ -224,3 +241,10 @@ def test_classify_ledger():
     assert classify_ledger(ledger(heartbeat_age=61), NOW, 60) is LedgerView.LOST
     assert classify_ledger(ledger(), NOW, 60, process_gone=True) is LedgerView.LOST
     assert classify_ledger(ledger(LedgerStatus.SUCCEEDED, heartbeat_age=999), NOW, 60) is LedgerView.SUCCEEDED
+
+
+def test_trigger_kill_stops_the_driver_only_when_the_task_no_longer_waits_on_it():
+    assert not cancel_on_trigger_kill("deferred")  # trigger moved to another triggerer
+    assert not cancel_on_trigger_kill(None)  # unknown: a wrong cancel would re-run the job
+    for state in ("failed", "success", "none", "scheduled", "up_for_retry", "queued", "restarting"):
+        assert cancel_on_trigger_kill(state), state

@@ -133,6 +133,7 @@ def test_commit_id_depends_on_tokens_partition_and_incarnation_only():
     assert a != commit_id("2026-01-01", 0, sources(eu="a", us="c"))
     assert a != commit_id("2026-01-02", 0, sources(eu="a", us="b"))
     assert a != commit_id("2026-01-01", 1, sources(eu="a", us="b"))
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), run_id="other_run")
 
 
 def test_publish_decisions():
@@ -149,6 +150,10 @@ def test_publish_decisions():
     assert late.action is PublishAction.NO_OP and late.rule == "late_report_ignored"
     assert decide_publish(ours, 1, True, newer).rule == "stale_commit"
     assert decide_publish(ours, 1, True, None).rule == "foreign_partition"
+    other_run = marker_for("x", "d", 0, srcs, 5.0, run_id="scheduled__other")
+    taken = decide_publish(ours, 1, True, other_run, run_id="manual__mine")
+    assert taken.action is PublishAction.FAIL and taken.rule == "partition_of_another_run"
+    assert "scheduled__other" in taken.reason
     assert decide_publish(ours, 1, True, CorruptState("bad")).action is PublishAction.FAIL
 
 
