@@ -110,10 +110,20 @@ def airflow_cluster(request):
         _finish(cluster, _test_failed(request.node), request.node.nodeid)
 
 
+def _module_cluster(request, db_kind: str):
+    failures_before = request.session.testsfailed
+    cluster = _start(PROJECT_ROOT / "tests" / "dags", db_kind, extra_env=spark_env(fake=True))
+    yield cluster
+    _finish(cluster, request.session.testsfailed > failures_before, f"{request.module.__name__}[{db_kind}]")
+
+
 @pytest.fixture(scope="module", params=DB_KINDS)
 def fake_driver_cluster(request):
     """One cluster per module and DB kind on tests/dags, launching drivers through fake spark-submit."""
-    failures_before = request.session.testsfailed
-    cluster = _start(PROJECT_ROOT / "tests" / "dags", request.param, extra_env=spark_env(fake=True))
-    yield cluster
-    _finish(cluster, request.session.testsfailed > failures_before, f"{request.module.__name__}[{request.param}]")
+    yield from _module_cluster(request, request.param)
+
+
+@pytest.fixture(scope="module")
+def sqlite_fake_driver_cluster(request):
+    """As ``fake_driver_cluster``, SQLite only: for tests of the ledger protocol, not of the DB."""
+    yield from _module_cluster(request, "sqlite")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import fnmatch
 import py_compile
-from pathlib import Path
 
 from tests.conftest import PROJECT_ROOT
 

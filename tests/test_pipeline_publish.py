@@ -9,7 +9,6 @@ from the reporting attempts only.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from tests.test_deploy_windows import launches
 
@@ -116,7 +115,6 @@ def test_run_without_logical_date_fails_clearly_and_launches_nothing(fake_driver
     run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log)}, no_logical_date=True)
     cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=180)
     assert launches(log) == []
-    from tests.test_deploy_windows import task_log  # noqa: F401 - same log layout
 
     folder = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=counting.deploy_alpha"
     text = "\n".join(p.read_text() for p in folder.glob("attempt=*.log"))

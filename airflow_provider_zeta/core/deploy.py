@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from airflow_provider_zeta.core.ledger import AttemptRecord, CorruptState, Ledger, LedgerStatus, Phase
+from airflow_provider_zeta.core.ledger import AttemptRecord, CorruptState, Ledger, LedgerStatus, LedgerView, Phase
 
 
 class Action(str, Enum):
@@ -319,15 +319,13 @@ def latest_record(records: dict[int, AttemptRecord | CorruptState | None]) -> At
     return None
 
 
-def trigger_should_fire(view: "LedgerView", now: float, missing_deadline: float) -> bool:
+def trigger_should_fire(view: LedgerView, now: float, missing_deadline: float) -> bool:
     """The driver trigger's rule: wake the task for anything but a live driver or a young launch.
 
     A running ledger keeps the trigger waiting; a terminal, lost or unreadable one wakes the task,
     which decides with ``decide``. A missing ledger wakes it only after ``missing_deadline`` (the
     launch grace), so the task can fence a launch that never started.
     """
-    from airflow_provider_zeta.core.ledger import LedgerView
-
     if view is LedgerView.RUNNING:
         return False
     if view is LedgerView.MISSING:

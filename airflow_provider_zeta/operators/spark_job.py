@@ -281,7 +281,6 @@ class ZetaSparkJobOperator(BaseOperator):
         dag_id, run_id, task_id, map_index = self._key(context)
         token = uuid.uuid4().hex[:16]
         relative = attempt_dir(dag_id, run_id, task_id, map_index, token)
-        attempt = storage.child(relative)
         logical_date = context.get("logical_date")
         spec = {
             "token": token,
