@@ -1,15 +1,12 @@
-"""Driver faults under real Airflow components, with a fake driver (a real process, the real bootstrap).
+"""A failing driver and a user's mark-failed, under real Airflow components (fake driver, SQLite).
 
-A truncated or deleted ledger, a driver that fails, a deferred task marked failed by a user. These
-exercise the ledger protocol and the decision table rather than the metadata database, so they run
-on SQLite only; the failure windows and kills run on both databases (``test_deploy_windows.py``).
+These exercise the ledger protocol and the decision table rather than the metadata database, so
+they run on SQLite only; the failure windows, kills and ledger faults run on both databases
+(``test_deploy_windows.py``).
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,61 +20,6 @@ from tests.test_deploy_windows import (
     wait_trigger_running,
 )
 
-
-def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
-    cluster.wait_for_dag(DAG_ID)
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
-    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
-    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
-    token = current_token(cluster, run_id)
-    ledger = ledger_path(cluster, run_id, token)
-    cluster.wait_for(ledger.exists, 30, "the ledger written")
-
-    os.kill(driver_pid, signal.SIGSTOP)  # a hung driver: it cannot repair its ledger
-    try:
-        ledger.write_bytes(b'{"token": "' + token.encode() + b'", "status": "runn')  # truncated
-        run = cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=180)
-        assert run["state"] == "failed"
-        ti = cluster.task_instance(DAG_ID, run_id, "job")
-        assert ti["state"] == "failed"
-        # The task fails without retry (AirflowFailException, retries=3 unused). An Airflow-side
-        # spurious retry may still happen (see the windows test); it must decide the same way.
-        text = task_log(cluster, run_id, 1)
-        assert "zeta.deploy.corrupt_ledger" in text and "not valid JSON" in text
-        assert ti["try_number"] <= 2
-        if ti["try_number"] == 2:
-            assert "zeta.deploy.corrupt_ledger" in task_log(cluster, run_id, 2)
-        assert len(launches(log)) == 1
-    finally:
-        os.kill(driver_pid, signal.SIGCONT)
-        os.kill(driver_pid, signal.SIGKILL)
-
-def test_missing_ledger_of_a_live_driver_is_waited_for_not_relaunched(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
-    cluster.wait_for_dag(DAG_ID)
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
-    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
-    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
-    ledger = ledger_path(cluster, run_id, current_token(cluster, run_id))
-    cluster.wait_for(ledger.exists, 30, "the ledger written")
-
-    os.kill(driver_pid, signal.SIGSTOP)
-    try:
-        ledger.unlink()
-        # Past the launch grace (20 s) the trigger wakes the task; the task finds the driver's
-        # process by its token and waits again instead of launching a second driver.
-        time.sleep(30)
-        assert len(launches(log)) == 1
-        assert cluster.task_instance(DAG_ID, run_id, "job")["state"] in ("deferred", "running", "scheduled", "queued")
-    finally:
-        os.kill(driver_pid, signal.SIGCONT)
-    release.write_text("go")
-    cluster.wait_for_run(DAG_ID, run_id, timeout=180)
-    assert len(launches(log)) == 1
-    assert "zeta.deploy.launch_in_progress" in task_log(cluster, run_id, 1)
 
 def test_failed_driver_is_reported_then_redeployed_with_a_new_token(sqlite_fake_driver_cluster, tmp_path):
     cluster = sqlite_fake_driver_cluster
@@ -93,6 +35,7 @@ def test_failed_driver_is_reported_then_redeployed_with_a_new_token(sqlite_fake_
     assert len(launched) == 4 and len({entry["token"] for entry in launched}) == 4
     assert "zeta.deploy.terminal_resubmit" in task_log(cluster, run_id)
     assert "the job failed on purpose" in task_log(cluster, run_id, 1)
+
 
 def test_marking_the_deferred_task_failed_stops_its_driver(sqlite_fake_driver_cluster, tmp_path):
     cluster = sqlite_fake_driver_cluster

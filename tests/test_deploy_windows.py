@@ -4,13 +4,16 @@ Each failure window of the deploy is hit on purpose: the first try of the task i
 SIGKILL exactly there (``tests/dags/deploy_counting.py``). Whatever the window, the run must end
 successful with exactly one launch of the job — counted from the launch log the job itself appends
 to, not from the operator's bookkeeping. Also: scheduler and triggerer killed mid-job, an orphaned
-try alive beside the next, a cleared run. Runs on SQLite and PostgreSQL; ledger faults are in
-``test_deploy_faults.py``.
+try alive beside the next, a cleared run, a truncated ledger, a deleted ledger. Runs on SQLite and
+PostgreSQL; a failing driver and a user's mark-failed are in ``test_deploy_faults.py``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from pathlib import Path
 
 
@@ -182,3 +185,60 @@ def test_clearing_the_run_stops_the_old_driver_and_never_reuses_its_result(fake_
     result = cluster.xcom(DAG_ID, run_id, "job")
     assert result["token"] != old_token and result["token"] == launches(log)[1]["token"]
     assert cluster.dag_run(DAG_ID, run_id).get("clear_number", 1) >= 1
+
+
+def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
+    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
+    token = current_token(cluster, run_id)
+    ledger = ledger_path(cluster, run_id, token)
+    cluster.wait_for(ledger.exists, 30, "the ledger written")
+
+    os.kill(driver_pid, signal.SIGSTOP)  # a hung driver: it cannot repair its ledger
+    try:
+        ledger.write_bytes(b'{"token": "' + token.encode() + b'", "status": "runn')  # truncated
+        run = cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=180)
+        assert run["state"] == "failed"
+        ti = cluster.task_instance(DAG_ID, run_id, "job")
+        assert ti["state"] == "failed"
+        # The task fails without retry (AirflowFailException, retries=3 unused). An Airflow-side
+        # spurious retry may still happen (see the windows test); it must decide the same way.
+        text = task_log(cluster, run_id, 1)
+        assert "zeta.deploy.corrupt_ledger" in text and "not valid JSON" in text
+        assert ti["try_number"] <= 2
+        if ti["try_number"] == 2:
+            assert "zeta.deploy.corrupt_ledger" in task_log(cluster, run_id, 2)
+        assert len(launches(log)) == 1
+    finally:
+        os.kill(driver_pid, signal.SIGCONT)
+        os.kill(driver_pid, signal.SIGKILL)
+
+
+def test_missing_ledger_of_a_live_driver_is_waited_for_not_relaunched(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
+    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
+    ledger = ledger_path(cluster, run_id, current_token(cluster, run_id))
+    cluster.wait_for(ledger.exists, 30, "the ledger written")
+
+    os.kill(driver_pid, signal.SIGSTOP)
+    try:
+        ledger.unlink()
+        # Past the launch grace (20 s) the trigger wakes the task; the task finds the driver's
+        # process by its token and waits again instead of launching a second driver.
+        time.sleep(30)
+        assert len(launches(log)) == 1
+        assert cluster.task_instance(DAG_ID, run_id, "job")["state"] in ("deferred", "running", "scheduled", "queued")
+    finally:
+        os.kill(driver_pid, signal.SIGCONT)
+    release.write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=180)
+    assert len(launches(log)) == 1
+    assert "zeta.deploy.launch_in_progress" in task_log(cluster, run_id, 1)
