@@ -218,3 +218,30 @@ def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:
     if not sources:
         raise CorruptState("the ready set holds no source: nothing to publish")
     return incarnation, sources
+
+
+def wait_deadline(stored: Any, now: float, timeout: float, max_tries: int | None) -> tuple[dict[str, Any], bool]:
+    """The sensor's absolute deadline and whether it must be (re)stored.
+
+    Fixed at the sensor's first try and kept across retries, restarts and re-deferrals, so nothing
+    stretches it. Renewed only when this sensor task is cleared — its ``max_tries`` rose — so a run
+    cleared or reprocessed long after its first try gets a fresh wait instead of an expired one.
+    Raises ``CorruptState`` for a stored value that is not a deadline.
+    """
+    fresh = {"deadline": now + timeout, "max_tries": max_tries}
+    if stored is None:
+        return fresh, True
+    if isinstance(stored, (int, float)) and not isinstance(stored, bool):
+        stored = {"deadline": float(stored), "max_tries": None}
+    if not isinstance(stored, Mapping):
+        raise CorruptState(f"the stored ready-to-close deadline is {stored!r}, not a deadline; delete the key to restart the wait")
+    try:
+        record = {
+            "deadline": float(stored["deadline"]),
+            "max_tries": None if stored.get("max_tries") is None else int(stored["max_tries"]),
+        }
+    except (KeyError, TypeError, ValueError):
+        raise CorruptState(f"the stored ready-to-close deadline {stored!r} is unreadable; delete the key to restart the wait") from None
+    if max_tries is not None and record["max_tries"] is not None and max_tries > record["max_tries"]:
+        return fresh, True  # the sensor itself was cleared: a new wait
+    return record, False

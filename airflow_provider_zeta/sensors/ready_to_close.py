@@ -33,7 +33,14 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
-from airflow_provider_zeta.core.ready import Evaluation, Verdict, attempt_problem, evaluate, parse_report
+from airflow_provider_zeta.core.ready import (
+    Evaluation,
+    Verdict,
+    attempt_problem,
+    evaluate,
+    parse_report,
+    wait_deadline,
+)
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 
 if TYPE_CHECKING:
@@ -138,17 +145,14 @@ class ReadyToCloseSensor(BaseOperator):
 
     def _deadline(self, context: Context) -> float:
         store = context["task_state_store"]
-        stored = store.get(DEADLINE_KEY)
-        if stored is not None:
-            try:
-                return float(stored)
-            except (TypeError, ValueError):
-                raise AirflowFailException(
-                    f"task state {DEADLINE_KEY} of {self.task_id} is {stored!r}, not a time; delete the key to restart the wait"
-                ) from None
-        deadline = time.time() + self.timeout
-        store.set(DEADLINE_KEY, deadline)
-        return deadline
+        max_tries = getattr(context["ti"], "max_tries", None)
+        try:
+            record, changed = wait_deadline(store.get(DEADLINE_KEY), time.time(), self.timeout, max_tries)
+        except CorruptState as error:
+            raise AirflowFailException(f"[zeta.ready] task state {DEADLINE_KEY} of {self.task_id}: {error}") from None
+        if changed:
+            store.set(DEADLINE_KEY, record)
+        return record["deadline"]
 
     def _evaluate(self, context: Context) -> Any:
         settings = ZetaSettings.load()

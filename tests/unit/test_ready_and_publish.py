@@ -14,7 +14,14 @@ from airflow_provider_zeta.core.publish import (
     parse_commit_marker,
     partition_key,
 )
-from airflow_provider_zeta.core.ready import Verdict, attempt_problem, evaluate, parse_ready_set, parse_report
+from airflow_provider_zeta.core.ready import (
+    Verdict,
+    attempt_problem,
+    evaluate,
+    parse_ready_set,
+    parse_report,
+    wait_deadline,
+)
 
 EXPECTED = {"eu": "deploy_eu", "us": "deploy_us", "apac": "deploy_apac"}
 NOW, DEADLINE = 1000.0, 2000.0
@@ -179,3 +186,18 @@ def test_partition_key_requires_a_logical_date():
     assert partition_key("2026-01-01", "r") == "2026-01-01"
     with pytest.raises(MissingPartitionKey, match="no logical date"):
         partition_key(None, "manual__x")
+
+
+def test_wait_deadline_is_fixed_once_and_renewed_only_by_a_clear_of_the_sensor():
+    first, changed = wait_deadline(None, 100.0, 50.0, max_tries=2)
+    assert changed and first == {"deadline": 150.0, "max_tries": 2}
+    # retries, restarts, re-deferrals: same deadline, even long after it passed
+    assert wait_deadline(first, 10_000.0, 50.0, max_tries=2) == (first, False)
+    # the sensor was cleared (max_tries rose): a fresh wait
+    renewed, changed = wait_deadline(first, 10_000.0, 50.0, max_tries=5)
+    assert changed and renewed["deadline"] == 10_050.0
+    # an old plain-number value is read, a bad one is a clear error
+    assert wait_deadline(123.0, 0, 1, None) == ({"deadline": 123.0, "max_tries": None}, False)
+    for bad in ("soon", {"deadline": "x"}, [1]):
+        with pytest.raises(CorruptState, match="delete the key"):
+            wait_deadline(bad, 0, 1, 1)
