@@ -58,6 +58,11 @@ class ProcessView(str, Enum):
     UNKNOWN = "unknown"  # no handle on this host: only the ledger can tell
 
 
+#: A launch whose process lives but writes no ledger for this many launch graces is stuck (say,
+#: spark-submit hanging in dependency resolution): it is fenced rather than waited for forever.
+LAUNCH_STUCK_FACTOR = 5
+
+
 @dataclass(frozen=True)
 class Timing:
     lost_after: float  # heartbeat age after which a running ledger counts as lost
@@ -261,6 +266,17 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         ),
     ),
     # -- no ledger yet
+    Row(
+        "launch_stuck",
+        lambda o: o.process is ProcessView.ALIVE and o.intent_age > LAUNCH_STUCK_FACTOR * o.timing.launch_grace,
+        lambda o: _decision(
+            Action.FENCE,
+            "launch_stuck",
+            f"a process carrying token {_rec(o).token} has run {o.intent_age:.0f}s without writing its ledger "
+            f"(more than {LAUNCH_STUCK_FACTOR} x launch_grace); fencing it and stopping its processes",
+            token=_rec(o).token,
+        ),
+    ),
     Row(
         "launch_in_progress",
         lambda o: o.process is ProcessView.ALIVE,

@@ -73,7 +73,8 @@ ROWS = [
     ),
     ("driver_failed", observe(rec=record(Phase.LAUNCHED), led=ledger(LedgerStatus.FAILED, error="boom")), Action.REPORT_FAILURE),
     ("reconnect", observe(rec=record(Phase.LAUNCHED), led=ledger()), Action.REATTACH),
-    ("launch_in_progress", observe(rec=record(intent_at=NOW - 500), process=ProcessView.ALIVE), Action.WAIT_FOR_LAUNCH),
+    ("launch_stuck", observe(rec=record(intent_at=NOW - 5 * 90 - 1), process=ProcessView.ALIVE), Action.FENCE),
+    ("launch_in_progress", observe(rec=record(intent_at=NOW - 300), process=ProcessView.ALIVE), Action.WAIT_FOR_LAUNCH),
     (
         "driver_exited_before_start",
         observe(rec=record(Phase.LAUNCHED, host="h", pid=1), process=ProcessView.GONE),
@@ -116,7 +117,7 @@ def test_death_between_launch_and_handle_record_finds_the_driver_by_token():
     # Intent only (no handle stored), but the driver has claimed its ledger: re-attach.
     assert decide(observe(rec=record(intent_at=NOW - 500), led=ledger())).action is Action.REATTACH
     # Intent only, ledger not yet written, but a process with the token runs here: wait, no launch.
-    assert decide(observe(rec=record(intent_at=NOW - 500), process=ProcessView.ALIVE)).action is Action.WAIT_FOR_LAUNCH
+    assert decide(observe(rec=record(intent_at=NOW - 300), process=ProcessView.ALIVE)).action is Action.WAIT_FOR_LAUNCH
 
 
 def test_fence_race_driver_claimed_just_before_the_marker_is_waited_for():
