@@ -13,9 +13,9 @@ from urllib.parse import quote
 from tests.test_deploy_windows import (
     DAG_ID,
     _ledger_json,
-    current_token,
     launches,
     ledger_path,
+    start_held_run,
     task_log,
     wait_trigger_running,
 )
@@ -39,12 +39,8 @@ def test_failed_driver_is_reported_then_redeployed_with_a_new_token(sqlite_fake_
 
 def test_marking_the_deferred_task_failed_stops_its_driver(sqlite_fake_driver_cluster, tmp_path):
     cluster = sqlite_fake_driver_cluster
-    cluster.wait_for_dag(DAG_ID)
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
-    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
-    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
-    token = current_token(cluster, run_id)
+    held = start_held_run(cluster, tmp_path)
+    run_id, log, driver_pid, token = held.run_id, held.log, held.driver_pid, held.token
     # A user acts on a task that has been waiting a while: its trigger runs in the triggerer.
     wait_trigger_running(cluster, run_id)
 

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -56,6 +57,29 @@ def task_log(cluster, run_id: str, try_number: int | None = None) -> str:
         for path in folder.glob(name + "*"):  # the try's log and its trigger logs
             texts.append(path.read_text(errors="replace"))
     return "\n".join(texts)
+
+
+@dataclass(frozen=True)
+class HeldRun:
+    run_id: str
+    log: Path
+    release: Path
+    driver_pid: int
+    token: str
+    ledger: Path
+
+
+def start_held_run(cluster, tmp_path: Path) -> HeldRun:
+    """Trigger a run whose job waits for a release file; return once its driver runs and the task waits."""
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
+    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
+    token = current_token(cluster, run_id)
+    ledger = ledger_path(cluster, run_id, token)
+    cluster.wait_for(ledger.exists, 30, "the ledger written")
+    return HeldRun(run_id, log, release, driver_pid, token, ledger)
 
 
 def test_every_failure_window_ends_with_exactly_one_launch(fake_driver_cluster, tmp_path):
@@ -189,14 +213,8 @@ def test_clearing_the_run_stops_the_old_driver_and_never_reuses_its_result(fake_
 
 def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
-    cluster.wait_for_dag(DAG_ID)
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
-    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
-    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
-    token = current_token(cluster, run_id)
-    ledger = ledger_path(cluster, run_id, token)
-    cluster.wait_for(ledger.exists, 30, "the ledger written")
+    held = start_held_run(cluster, tmp_path)
+    run_id, log, driver_pid, token, ledger = held.run_id, held.log, held.driver_pid, held.token, held.ledger
 
     os.kill(driver_pid, signal.SIGSTOP)  # a hung driver: it cannot repair its ledger
     try:
@@ -220,13 +238,8 @@ def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_clus
 
 def test_missing_ledger_of_a_live_driver_is_waited_for_not_relaunched(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
-    cluster.wait_for_dag(DAG_ID)
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "release_file": str(release)})
-    cluster.wait_for_task(DAG_ID, run_id, "job", {"deferred"}, timeout=120)
-    driver_pid = cluster.wait_for(lambda: launches(log), 60, "the job started")[0]["pid"]
-    ledger = ledger_path(cluster, run_id, current_token(cluster, run_id))
-    cluster.wait_for(ledger.exists, 30, "the ledger written")
+    held = start_held_run(cluster, tmp_path)
+    run_id, log, release, driver_pid, ledger = held.run_id, held.log, held.release, held.driver_pid, held.ledger
 
     os.kill(driver_pid, signal.SIGSTOP)
     try:
