@@ -335,6 +335,15 @@ def latest_record(records: dict[int, AttemptRecord | CorruptState | None]) -> At
     return None
 
 
+def launch_wait_deadline(intent_at: float, launch_grace: float, now: float, poll_interval: float) -> float:
+    """Until when a missing ledger may be waited for before the task is woken to decide.
+
+    The launch grace counts from the intent; never sooner than one poll from now, so a grace that
+    is already spent (the task decides ``launch_in_progress`` again) cannot make it spin.
+    """
+    return max(intent_at + launch_grace, now + poll_interval)
+
+
 def trigger_should_fire(view: LedgerView, now: float, missing_deadline: float) -> bool:
     """The driver trigger's rule: wake the task for anything but a live driver or a young launch.
 

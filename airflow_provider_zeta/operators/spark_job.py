@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_provider_zeta.core.deploy import Action, Decision, DeployObservation, Timing, decide, latest_record
+from airflow_provider_zeta.core.deploy import (
+    Action,
+    Decision,
+    DeployObservation,
+    Timing,
+    decide,
+    latest_record,
+    launch_wait_deadline,
+)
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -356,8 +364,7 @@ class ZetaSparkJobOperator(BaseOperator):
         record = observation.record
         assert isinstance(record, AttemptRecord) and decision.token
         handle = _handle_of(record)
-        # Never wake sooner than one poll from now: a grace already spent must not spin the task.
-        missing_deadline = max(record.intent_at + observation.timing.launch_grace, time.time() + poll)
+        missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
         self._current_token = decision.token
         self.defer(
             trigger=ZetaDriverTrigger(

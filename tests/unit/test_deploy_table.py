@@ -9,6 +9,7 @@ import pytest
 from airflow_provider_zeta.core.deploy import (
     DEPLOY_TABLE,
     cancel_on_trigger_kill,
+    launch_wait_deadline,
     Action,
     DeployObservation,
     ProcessView,
@@ -249,3 +250,8 @@ def test_trigger_kill_stops_the_driver_only_when_the_task_no_longer_waits_on_it(
     assert not cancel_on_trigger_kill(None)  # unknown: a wrong cancel would re-run the job
     for state in ("failed", "success", "none", "scheduled", "up_for_retry", "queued", "restarting"):
         assert cancel_on_trigger_kill(state), state
+
+
+def test_launch_wait_deadline_counts_from_the_intent_but_never_spins():
+    assert launch_wait_deadline(intent_at=100, launch_grace=60, now=110, poll_interval=5) == 160
+    assert launch_wait_deadline(intent_at=100, launch_grace=60, now=500, poll_interval=5) == 505
