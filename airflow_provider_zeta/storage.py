@@ -138,3 +138,26 @@ def copy_tree(
             shutil.copyfileobj(reader, writer, 1 << 20)
         count += 1
     return count
+
+
+def register_run(state: StateStorage, dag_id: str, run_id: str) -> None:
+    """Write ``runs/<dag>/<run>/run.json`` (the run's real ids) once: the sweep maps directories to runs by it."""
+    import json
+
+    from airflow_provider_zeta.core.paths import run_info_path
+
+    relative = run_info_path(dag_id, run_id)
+    if not state.exists(relative):
+        state.write_atomic(relative, json.dumps({"dag_id": dag_id, "run_id": run_id}).encode())
+
+
+def register_output(state: StateStorage, dag_id: str, run_id: str, output_root: str) -> None:
+    """Record that this run writes hidden leftovers (pending, tombstones) into ``output_root``."""
+    import json
+
+    from airflow_provider_zeta.core.paths import output_registration_path
+
+    register_run(state, dag_id, run_id)
+    relative = output_registration_path(dag_id, run_id, output_root)
+    if not state.exists(relative):
+        state.write_atomic(relative, json.dumps({"output_root": output_root}).encode())

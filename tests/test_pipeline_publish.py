@@ -101,7 +101,7 @@ def test_stale_attempt_output_is_never_published(fake_driver_cluster, tmp_path):
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
     beta = [entry for entry in launches(log) if entry["task"] == "counting.deploy_beta"]
     assert len(beta) == 2 and beta[0]["token"] != beta[1]["token"]
-    stale_output = next((cluster.home / "zeta-state" / "attempts").rglob(f"{beta[0]['token']}/output/part-0.json"))
+    stale_output = next((cluster.home / "zeta-state" / "runs").rglob(f"{beta[0]['token']}/output/part-0.json"))
     assert stale_output.exists(), "the failed attempt did stage output"
     rows = published(cluster, ds)
     assert {r["token"] for r in rows["beta"]} == {beta[1]["token"]}

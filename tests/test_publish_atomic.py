@@ -17,13 +17,15 @@ import json
 import os
 import threading
 
-from airflow_provider_zeta.core.publish import COMMIT_MARKER, TOMBSTONES_DIR, marker_for, partition_dir
+from airflow_provider_zeta.core.paths import run_tombstones_dir
+from airflow_provider_zeta.core.publish import COMMIT_MARKER, marker_for, partition_dir
 from airflow_provider_zeta.core.ready import Report
 from airflow_provider_zeta.operators.completed_point import publish_partition
 from airflow_provider_zeta.storage import StateStorage
 
 SOURCES = [f"s{i:02d}" for i in range(40)]
 DS = "2026-05-05"
+RUN_KEY = ("atomic_dag", "scheduled__2026-05-05T00:00:00+00:00")
 
 
 def stage(state: StateStorage, token: str) -> dict[str, str]:
@@ -102,13 +104,13 @@ def test_first_publish_and_replacement_are_all_or_nothing(tmp_path):
     marker1 = marker_for("c1", DS, 0, reports("tok1"), 1.0)
     marker2 = marker_for("c2", DS, 1, reports("tok2"), 2.0)
 
-    seen = run_with_readers(lambda: publish_partition(state, first, out, partition_dir(DS), marker1, None), out.root)
+    seen = run_with_readers(lambda: publish_partition(state, first, out, partition_dir(DS), marker1, None, RUN_KEY), out.root)
     assert seen, "the readers must have looked during the publish"
     assert set(seen) <= {"absent", "complete:tok1"}
     seen = run_with_readers(
-        lambda: publish_partition(state, second, out, partition_dir(DS), marker2, "c1"), out.root, through_marker=True
+        lambda: publish_partition(state, second, out, partition_dir(DS), marker2, "c1", RUN_KEY), out.root, through_marker=True
     )
     assert seen and set(seen) <= {"absent", "complete:tok1", "complete:tok2"}
-    tombstone = tmp_path / "table" / TOMBSTONES_DIR / f"{partition_dir(DS)}-c1"
+    tombstone = tmp_path / "table" / run_tombstones_dir(*RUN_KEY) / f"{partition_dir(DS)}-c1"
     assert sorted(p.name for p in tombstone.iterdir() if p.name.startswith("source=")) == [f"source={n}" for n in SOURCES]
     assert json.loads((tmp_path / "table" / partition_dir(DS) / COMMIT_MARKER).read_text())["commit_id"] == "c2"

@@ -53,6 +53,12 @@ class Ledger:
     spark_app_id: str | None = None
     spark_ui_url: str | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
+    # Whose attempt this is, so that a listing or the sweep can tell without the task's state.
+    dag_id: str | None = None
+    run_id: str | None = None
+    task_id: str | None = None
+    source: str | None = None
+    incarnation: int | None = None
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -109,6 +115,11 @@ def parse_ledger(raw: bytes | None, expected_token: str, where: str) -> Ledger |
             spark_app_id=data.get("spark_app_id"),
             spark_ui_url=data.get("spark_ui_url"),
             metrics=dict(data.get("metrics") or {}),
+            dag_id=data.get("dag_id"),
+            run_id=data.get("run_id"),
+            task_id=data.get("task_id"),
+            source=data.get("source"),
+            incarnation=None if data.get("incarnation") is None else int(data["incarnation"]),
         )
     except KeyError as missing:
         raise CorruptState(f"driver ledger {where} lacks the field {missing}") from None

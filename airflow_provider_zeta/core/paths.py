@@ -1,10 +1,21 @@
-"""Where the provider keeps each piece of its own data, relative to ``[zeta] state_root``.
+"""Where the provider keeps each piece of its own data.
 
-::
+In the state root (``[zeta] state_root``), everything of one run lives under one directory::
 
-    attempts/<dag>/<run>/<task>/<map_index>/<token>/ledger.json   driver ledger (driver writes)
-                                                   /cancel        cancel marker (coordinator writes)
-                                                   /output/       this attempt's staging output
+    runs/<dag>/<run>/run.json                                  the run's real ids (the sweep reads them)
+    runs/<dag>/<run>/attempts/<task>/<map_index>/<token>/ledger.json   driver ledger (driver writes)
+                                                        /cancel        cancel marker (coordinator writes)
+                                                        /output/       this attempt's staging output
+                                                        /driver.log    spark-submit's output
+    runs/<dag>/<run>/outputs/<hash>.json                       an output table this run published into
+    runs/<dag>/<run>/cleanup/<task>-<incarnation>.json         record of a cleanup task's incarnation
+    runs/<dag>/<run>/cleanup/sweep.json                        record written by the sweep
+
+In an output table, the run's hidden leftovers are kept apart per run, so that a cleanup can only
+ever reach its own::
+
+    _zeta_pending/<dag>/<run>/<commit>-<nonce>/ds=<ds>/...     a partition being assembled
+    _zeta_tombstones/<dag>/<run>/ds=<ds>-<commit>/...          a replaced partition, kept for the window
 
 Every segment goes through ``safe_segment``: Airflow run ids hold ``:`` and ``+``, which Hadoop
 paths (and so Spark) reject.
@@ -18,6 +29,14 @@ import re
 LEDGER_FILE = "ledger.json"
 CANCEL_MARKER = "cancel"
 OUTPUT_DIR = "output"
+RUNS_DIR = "runs"
+RUN_INFO_FILE = "run.json"
+ATTEMPTS_DIR = "attempts"
+OUTPUTS_DIR = "outputs"
+CLEANUP_DIR = "cleanup"
+SWEEP_RECORD_NAME = "sweep.json"
+PENDING_DIR = "_zeta_pending"
+TOMBSTONES_DIR = "_zeta_tombstones"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=-]")
 
@@ -33,9 +52,46 @@ def safe_segment(value: str) -> str:
     return f"{_UNSAFE.sub('_', value)[:80]}-{digest}"
 
 
+def run_dir(dag_id: str, run_id: str) -> str:
+    return f"{RUNS_DIR}/{safe_segment(dag_id)}/{safe_segment(run_id)}"
+
+
+def run_info_path(dag_id: str, run_id: str) -> str:
+    return f"{run_dir(dag_id, run_id)}/{RUN_INFO_FILE}"
+
+
+def run_attempts_dir(dag_id: str, run_id: str) -> str:
+    return f"{run_dir(dag_id, run_id)}/{ATTEMPTS_DIR}"
+
+
 def task_attempts_dir(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
-    return "/".join(("attempts", safe_segment(dag_id), safe_segment(run_id), safe_segment(task_id), str(map_index)))
+    return f"{run_attempts_dir(dag_id, run_id)}/{safe_segment(task_id)}/{map_index}"
 
 
 def attempt_dir(dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> str:
     return f"{task_attempts_dir(dag_id, run_id, task_id, map_index)}/{safe_segment(token)}"
+
+
+def cleanup_records_dir(dag_id: str, run_id: str) -> str:
+    return f"{run_dir(dag_id, run_id)}/{CLEANUP_DIR}"
+
+
+def cleanup_record_path(dag_id: str, run_id: str, owner: str, incarnation: int | None) -> str:
+    """The record file of a cleanup task's incarnation, or the sweep's (``incarnation=None``)."""
+    name = SWEEP_RECORD_NAME if incarnation is None else f"{safe_segment(owner)}-{int(incarnation)}.json"
+    return f"{cleanup_records_dir(dag_id, run_id)}/{name}"
+
+
+def output_registration_path(dag_id: str, run_id: str, output_root: str) -> str:
+    digest = hashlib.sha1(output_root.encode()).hexdigest()[:12]
+    return f"{run_dir(dag_id, run_id)}/{OUTPUTS_DIR}/{digest}.json"
+
+
+def run_pending_dir(dag_id: str, run_id: str) -> str:
+    """Relative to an output root: where this run assembles partitions."""
+    return f"{PENDING_DIR}/{safe_segment(dag_id)}/{safe_segment(run_id)}"
+
+
+def run_tombstones_dir(dag_id: str, run_id: str) -> str:
+    """Relative to an output root: where this run keeps the partitions it replaced."""
+    return f"{TOMBSTONES_DIR}/{safe_segment(dag_id)}/{safe_segment(run_id)}"

@@ -5,13 +5,13 @@ Theory of operation
 The output table is a directory ``{output}`` with one partition per run, ``ds={ds}``, and one
 sub-directory per source, ``source={name}``. Publishing a partition:
 
-1. **Assemble** it hidden, under ``{output}/_zeta_pending/{commit_id}/ds={ds}/``: a copy of each
+1. **Assemble** it hidden, under ``{output}/_zeta_pending/<dag>/<run>/{commit_id}-<nonce>/ds={ds}/``: a copy of each
    reported token's staging output (and nothing else: outputs of tokens that did not report —
    stale or orphaned attempts — live in other attempt directories and are never read), each data
    file renamed ``<token>-<name>`` so no two commits share a file path, plus a commit marker
    ``_zeta_commit.json`` naming the commit id, incarnation and tokens.
 2. **Move aside** a partition it replaces (one from an older incarnation) into
-   ``{output}/_zeta_tombstones/`` — never deleted here; the delayed cleanup deletes it later.
+   ``{output}/_zeta_tombstones/<dag>/<run>/`` — never deleted here; the delayed cleanup deletes it later.
 3. **Rename** the assembled directory to ``{output}/ds={ds}`` in one step.
 
 Readers of ``{output}`` skip names starting with ``_`` (Spark, Hive, Arrow all do), so they see the
@@ -32,11 +32,9 @@ from enum import Enum
 from typing import Any, Mapping
 
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.paths import safe_segment
+from airflow_provider_zeta.core.paths import PENDING_DIR, TOMBSTONES_DIR, safe_segment  # noqa: F401 (re-exported)
 from airflow_provider_zeta.core.ready import Report
 
-PENDING_DIR = "_zeta_pending"
-TOMBSTONES_DIR = "_zeta_tombstones"
 COMMIT_MARKER = "_zeta_commit.json"
 
 

@@ -12,8 +12,8 @@ How it works
 
     * ``first_publish`` / ``newer_incarnation``: copies each reported token's staging output — read
       from that token's own attempt directory, nothing else — into a hidden
-      ``{output}/_zeta_pending/<commit>/ds={ds}/``, writes the commit marker there, moves an older
-      incarnation's partition aside to ``{output}/_zeta_tombstones/`` (the delayed cleanup deletes it
+      ``{output}/_zeta_pending/<dag>/<run>/<commit>-<nonce>/ds={ds}/``, writes the commit marker there, moves an older
+      incarnation's partition aside to ``{output}/_zeta_tombstones/<dag>/<run>/`` (the delayed cleanup deletes it
       later), and renames the assembled partition into place in one step;
     * ``already_published`` (a re-execution) and ``late_report_ignored``: nothing;
     * ``foreign_partition``, ``stale_commit``, ``corrupt_marker``: fail, change nothing.
@@ -39,11 +39,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.paths import LEDGER_FILE, OUTPUT_DIR, attempt_dir
+from airflow_provider_zeta.core.paths import LEDGER_FILE, OUTPUT_DIR, attempt_dir, run_pending_dir, run_tombstones_dir
 from airflow_provider_zeta.core.publish import (
     COMMIT_MARKER,
-    PENDING_DIR,
-    TOMBSTONES_DIR,
     MissingPartitionKey,
     PublishAction,
     asset_extra,
@@ -57,7 +55,7 @@ from airflow_provider_zeta.core.publish import (
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
-from airflow_provider_zeta.storage import StateStorage, copy_tree
+from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -97,14 +95,10 @@ class CompletedPointOperator(BaseOperator):
             raise AirflowFailException(f"[zeta.publish.bad_ready_set] {error}") from None
 
         state = open_state_storage(ZetaSettings.load().state_root)
-        staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
         out = open_state_storage(self.output_root)
         part = partition_dir(ds)
         ours = commit_id(ds, incarnation, sources, ti.run_id)
-        try:
-            existing = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
-        except CorruptState as error:
-            existing = error
+        staging: dict[str, str] | None = None
         tombstone = None
         for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
             try:
@@ -118,8 +112,15 @@ class CompletedPointOperator(BaseOperator):
             if decision.action is PublishAction.FAIL:
                 raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
             if decision.action is PublishAction.NO_OP:
+                # Decided before the staging is looked at: a re-execution after the delayed cleanup
+                # deleted the staging is a logged no-op, not an "unverified attempt" failure.
                 marker = existing  # what is published stands
                 break
+            if staging is None:
+                staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
+                # Registered before anything is written into the table, so that the cleanup and
+                # the sweep know where this run's pending directories and tombstones can be.
+                register_output(state, ti.dag_id, ti.run_id, self.output_root)
             marker = marker_for(ours, ds, incarnation, sources, time.time(), ti.run_id)
             replaced = existing.commit_id if decision.action is PublishAction.REPLACE else None
 
@@ -129,7 +130,17 @@ class CompletedPointOperator(BaseOperator):
                 context["task_state_store"].set("zeta_publishing", {"commit_id": ours, "at": time.time()})
 
             try:
-                tombstone = publish_partition(state, staging, out, part, marker, replaced, log=self.log, before_swap=fence)
+                tombstone = publish_partition(
+                    state,
+                    staging,
+                    out,
+                    part,
+                    marker,
+                    replaced,
+                    run_key=(ti.dag_id, ti.run_id),
+                    log=self.log,
+                    before_swap=fence,
+                )
                 break
             except PartitionTaken:
                 continue
@@ -165,6 +176,7 @@ def publish_partition(
     part: str,
     marker: Any,
     replaced_commit: str | None,
+    run_key: tuple[str, str],
     log: Any = None,
     before_swap: Any = None,
 ) -> str | None:
@@ -177,7 +189,7 @@ def publish_partition(
     an existing partition fails (``PartitionTaken``) instead of merging. ``before_swap`` runs just
     before anything in the table changes (the operator's fence against orphaned tries).
     """
-    pending = f"{PENDING_DIR}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
+    pending = f"{run_pending_dir(*run_key)}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
     for name, relative in sorted(staging.items()):
         # File names carry the attempt token: a reader that listed the old partition and opens a
         # file after the swap gets "not found" (and retries), never another attempt's file.
@@ -191,7 +203,7 @@ def publish_partition(
     tombstone = None
     try:
         if replaced_commit is not None and out.exists(part):
-            tombstone = f"{TOMBSTONES_DIR}/{part}-{replaced_commit}"
+            tombstone = f"{run_tombstones_dir(*run_key)}/{part}-{replaced_commit}"
             out.move(part, tombstone)
         out.move(f"{pending}/{part}", part)  # the publish: one rename
     except (FileExistsError, OSError) as error:

@@ -65,7 +65,7 @@ from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_
 from airflow_provider_zeta.processes import ProcessHandle, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
-from airflow_provider_zeta.storage import StateStorage
+from airflow_provider_zeta.storage import StateStorage, register_run
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -327,6 +327,7 @@ class ZetaSparkJobOperator(BaseOperator):
             launch_try=try_number,
             max_tries=_max_tries(context),
         )
+        register_run(storage, dag_id, run_id)  # lets the sweep find this run's attempts
         self.failure_window("before_intent", context)
         self._write_record(context, intent)  # 1. intent, durable before the launch
         self._current_token = token

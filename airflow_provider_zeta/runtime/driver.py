@@ -31,6 +31,7 @@ It imports no Airflow module: the environment a task gives its children cannot i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import runpy
@@ -55,6 +56,10 @@ EXIT_FAILED = 1
 EXIT_FENCED = 3
 EXIT_CANCELLED = 143
 SPEC_FLAG = "--zeta-spec"
+
+
+class AttemptDeleted(RuntimeError):
+    """The attempt's directory was deleted by the cleanup: stop and write nothing."""
 
 
 class DriverBootstrap:
@@ -110,13 +115,26 @@ class DriverBootstrap:
             spark_app_id=app_id,
             spark_ui_url=ui_url,
             metrics=dict(ctx.metrics),
+            dag_id=ctx.dag_id,
+            run_id=ctx.run_id,
+            task_id=ctx.task_id,
+            source=ctx.source,
+            incarnation=ctx.incarnation,
         )
 
-    def write(self, status: LedgerStatus, error: str | None = None) -> bool:
-        """Write the ledger unless a terminal status was already written; True when written."""
+    def write(self, status: LedgerStatus, error: str | None = None, claim: bool = False) -> bool:
+        """Write the ledger unless a terminal status was already written; True when written.
+
+        Only the claim may create the ledger. A later write that finds it gone means the delayed
+        cleanup (or the sweep) deleted this attempt: the run is over. Writing would re-create a
+        directory nobody will delete again, so the driver stops instead (a late arrival is a no-op).
+        """
         with self._lock:
             if self._terminal:
                 return False
+            if not claim and not self.attempt.exists(LEDGER_FILE):
+                self._terminal = True
+                raise AttemptDeleted(self.token)
             self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())
             if status.terminal:
                 self._terminal = True
@@ -135,6 +153,8 @@ class DriverBootstrap:
                     return
                 self.write(LedgerStatus.RUNNING)
                 self._last_heartbeat_ok = time.monotonic()
+            except AttemptDeleted:
+                self._stop_deleted()
             except Exception:  # a flaky store must not kill the job at once; the next beat retries
                 traceback.print_exc()
                 silent = time.monotonic() - self._last_heartbeat_ok
@@ -148,10 +168,20 @@ class DriverBootstrap:
                     _cancel_spark_jobs()
                     os._exit(EXIT_CANCELLED)
 
+    def _stop_deleted(self) -> None:
+        print(
+            f"[zeta] the ledger of attempt {self.token} was deleted by the run's cleanup: stopping, writing nothing",
+            file=sys.stderr,
+            flush=True,
+        )
+        _cancel_spark_jobs()
+        os._exit(EXIT_CANCELLED)
+
     def _cancel(self) -> None:
         print(f"[zeta] cancel marker found for attempt {self.token}: stopping the driver", file=sys.stderr, flush=True)
         _cancel_spark_jobs()
-        self.write(LedgerStatus.CANCELLED, error="cancelled by the coordinator (cancel marker)")
+        with contextlib.suppress(AttemptDeleted):
+            self.write(LedgerStatus.CANCELLED, error="cancelled by the coordinator (cancel marker)")
         sys.stderr.flush()
         os._exit(EXIT_CANCELLED)
 
@@ -163,13 +193,14 @@ class DriverBootstrap:
         why = "cancelled by the coordinator (cancel marker)" if self.cancel_requested() else f"terminated by signal {signum}"
         status = LedgerStatus.CANCELLED if self.cancel_requested() else LedgerStatus.FAILED
         _cancel_spark_jobs()
-        self.write(status, error=why)
+        with contextlib.suppress(AttemptDeleted):
+            self.write(status, error=why)
         sys.stderr.flush()
         os._exit(EXIT_CANCELLED)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        self.write(LedgerStatus.RUNNING)  # 1. claim
+        self.write(LedgerStatus.RUNNING, claim=True)  # 1. claim
         if self.cancel_requested():  # 2. fence check, strictly after the claim
             self.write(LedgerStatus.CANCELLED, error="fenced before start: the coordinator gave up on this attempt")
             print(f"[zeta] attempt {self.token} was fenced before it started; not running the job", file=sys.stderr)
@@ -190,12 +221,18 @@ class DriverBootstrap:
             return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
         finally:
             self._stop.set()
-        self.write(LedgerStatus.SUCCEEDED)
-        return 0
+        return self._finish(LedgerStatus.SUCCEEDED, None, 0)
 
     def _finish_failed(self, error: str) -> int:
-        self.write(LedgerStatus.FAILED, error=error)
-        return EXIT_FAILED
+        return self._finish(LedgerStatus.FAILED, error, EXIT_FAILED)
+
+    def _finish(self, status: LedgerStatus, error: str | None, exit_code: int) -> int:
+        try:
+            self.write(status, error=error)
+        except AttemptDeleted:
+            print(f"[zeta] attempt {self.token} was cleaned up before it ended; its result is dropped", file=sys.stderr)
+            return EXIT_CANCELLED
+        return exit_code
 
     def _on_context_change(self) -> None:
         # Checkpoints and reports reach the ledger promptly, not only at the next heartbeat, but
@@ -206,6 +243,8 @@ class DriverBootstrap:
         self._last_change_write = now
         try:
             self.write(LedgerStatus.RUNNING)
+        except AttemptDeleted:
+            self._stop_deleted()
         except Exception:
             traceback.print_exc()
 

@@ -1,0 +1,438 @@
+"""Delayed cleanup (G4), its ownership guard (G5) and the sweep (G8): the rules, I/O-free.
+
+Theory of operation
+-------------------
+Everything the provider writes for a run is either under ``runs/<dag>/<run>/`` in the state root
+(attempt directories with ledger, cancel marker, staging output and driver log; registrations of
+the output tables the run wrote into; cleanup records) or, inside such an output table, under
+``_zeta_pending/<dag>/<run>/`` (partitions being assembled) and ``_zeta_tombstones/<dag>/<run>/``
+(partitions the run replaced). See ``core/paths.py``.
+
+When every other task of the run is done, the ``DelayedCleanupOperator`` (an Airflow teardown: it
+runs whether the run succeeded or failed, and does not decide the run's state):
+
+1. stops every driver of the run that has not ended (G8: nobody is waiting for it any more);
+2. writes a **cleanup record**: owner (run key and incarnation), due time (now + retention) and the
+   exact paths it will delete — first as a file ``runs/<dag>/<run>/cleanup/<task>-<incarnation>.json``, so
+   the sweep finds it even if the task never runs again, then in its task state store;
+3. defers until the due time, an absolute moment: a restart of the scheduler, the triggerer or the
+   worker re-creates the wait from the record, never a new window (``decide_start``);
+4. at the due time deletes exactly the recorded paths (idempotent: a path already gone is fine),
+   marks the record cleaned and deletes the record files.
+
+Ownership (G5)
+--------------
+The run's incarnation is ``dag_run.clear_number``. A record of incarnation N is carried out only
+
+* by the cleanup task of incarnation N, while it is still the current try of that task (a clear
+  gives the task a new try, and the execution API refuses the old try's writes: the adapter writes
+  to the task state store before it deletes, so a cleared try stops there), or
+* by the sweep, once the run has ended (or no longer exists), when no task can need the data.
+
+While a newer incarnation is active, nobody carries out N's record: the newer incarnation's own
+cleanup **adopts** it (``decide_start``/``new_record``: its paths join the new record; its file is deleted once the
+new record is carried out). Adoption is per cleanup task: a DAG with two pipelines has two cleanup
+tasks, each owning the attempts of its own tasks. So a new incarnation never waits for an old cleanup (a clear kills the
+old deferred wait) and the old cleanup never races it. Records list paths, never patterns: a token
+directory created by a newer incarnation is in no older record, and tombstones and pending
+directories are per run, so no record can name another run's data (``check_paths``).
+
+Late arrivals
+-------------
+A driver that is still alive after its attempt was deleted finds its ledger gone and stops without
+writing (``runtime/driver.py``): it never re-creates the directory. A completed point re-executed
+after the cleanup finds its commit published and does nothing before it looks at the staging. What
+is re-created anyway (a stray Spark write) is found by the sweep under the ended run and deleted.
+
+The sweep
+---------
+``plan_sweep`` looks at one run: its Airflow state, its records, its leftovers on storage and its
+drivers, and returns what to stop, what to carry out now, and what to record for later. A run that
+ended without a cleanup record (marked failed by hand, cleanup task removed) gets a sweep record
+with the same retention; retained runs are told apart from running ones by ``RunPhase``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any, Mapping, Sequence
+
+from airflow_provider_zeta.core.ledger import CorruptState
+from airflow_provider_zeta.core.paths import ATTEMPTS_DIR, run_dir, run_pending_dir, run_tombstones_dir
+
+RECORD_VERSION = 1
+
+#: Airflow run states in which the run's own tasks may still need its data.
+ACTIVE_RUN_STATES = frozenset({"queued", "running"})
+#: Task instance states after which a task will not look at its driver again (unless cleared).
+FINISHED_TASK_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+class RecordStatus(str, Enum):
+    PENDING = "pending"
+    CLEANED = "cleaned"
+
+
+@dataclass(frozen=True)
+class CleanupRecord:
+    """What one cleanup (or the sweep) will delete for one run, and when. Times are epoch seconds.
+
+    ``incarnation`` is ``None`` for a record the sweep wrote. ``state_paths`` are relative to the
+    state root; ``outputs`` maps an output table root to paths relative to it.
+    """
+
+    dag_id: str
+    run_id: str
+    incarnation: int | None
+    owner: str  # the cleanup task id, or "sweep"
+    created_at: float
+    due_at: float
+    state_paths: tuple[str, ...] = ()
+    outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    status: RecordStatus = RecordStatus.PENDING
+    adopted: tuple[int, ...] = ()  # incarnations whose records this one took over
+    stopped_drivers: tuple[str, ...] = ()
+    cleaned_at: float | None = None
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["state_paths"] = list(self.state_paths)
+        data["outputs"] = {root: list(paths) for root, paths in sorted(self.outputs.items())}
+        data["adopted"] = list(self.adopted)
+        data["stopped_drivers"] = list(self.stopped_drivers)
+        data["v"] = RECORD_VERSION
+        return json.dumps(data, sort_keys=True).encode()
+
+    def to_value(self) -> dict[str, Any]:
+        """The record as a task-state-store value (JSON)."""
+        return json.loads(self.to_json())
+
+    @property
+    def paths_count(self) -> int:
+        return len(self.state_paths) + sum(len(p) for p in self.outputs.values())
+
+    def with_changes(self, **changes: Any) -> CleanupRecord:
+        return replace(self, **changes)
+
+
+def parse_cleanup_record(raw: bytes | str | Mapping[str, Any] | None, where: str) -> CleanupRecord | None:
+    """Parse a record from a file's bytes or a task-state-store value; ``None`` when absent.
+
+    Raises ``CorruptState`` (naming ``where``) for anything unreadable; the caller then deletes nothing.
+    """
+    if raw is None:
+        return None
+    try:
+        data = raw if isinstance(raw, Mapping) else json.loads(raw)
+        if not isinstance(data, Mapping):
+            raise TypeError(f"holds {type(data).__name__}, not an object")
+        outputs = data.get("outputs") or {}
+        if not isinstance(outputs, Mapping):
+            raise TypeError("'outputs' is not an object")
+        record = CleanupRecord(
+            dag_id=str(data["dag_id"]),
+            run_id=str(data["run_id"]),
+            incarnation=None if data["incarnation"] is None else int(data["incarnation"]),
+            owner=str(data["owner"]),
+            created_at=float(data["created_at"]),
+            due_at=float(data["due_at"]),
+            state_paths=tuple(_strings(data.get("state_paths") or [], "state_paths")),
+            outputs={str(root): tuple(_strings(paths, f"outputs[{root!r}]")) for root, paths in outputs.items()},
+            status=RecordStatus(data.get("status", "pending")),
+            adopted=tuple(int(i) for i in data.get("adopted") or []),
+            stopped_drivers=tuple(_strings(data.get("stopped_drivers") or [], "stopped_drivers")),
+            cleaned_at=None if data.get("cleaned_at") is None else float(data["cleaned_at"]),
+        )
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
+        raise CorruptState(
+            f"cleanup record {where} is unreadable ({type(error).__name__}: {error}). Nothing was deleted. "
+            "Inspect it: fix or delete it (the sweep then treats the run's leftovers as unrecorded)."
+        ) from None
+    check_paths(record, where)
+    return record
+
+
+def _strings(values: Any, name: str) -> list[str]:
+    if not isinstance(values, (list, tuple)) or not all(isinstance(v, str) for v in values):
+        raise TypeError(f"{name!r} must be a list of strings")
+    return list(values)
+
+
+def _contained(path: str, prefix: str) -> bool:
+    parts = path.split("/")
+    return path.startswith(prefix + "/") and ".." not in parts and "" not in parts and "." not in parts
+
+
+def check_paths(record: CleanupRecord, where: str = "cleanup record") -> None:
+    """Refuse a record naming anything outside its own run's directories (``CorruptState``).
+
+    State paths must lie under ``runs/<dag>/<run>/attempts/``; output paths under the run's own
+    ``_zeta_pending/<dag>/<run>/`` or ``_zeta_tombstones/<dag>/<run>/``. A record is never trusted to
+    delete a whole directory of another run, a published partition, or anything of the user's.
+    """
+    attempts = f"{run_dir(record.dag_id, record.run_id)}/{ATTEMPTS_DIR}"
+    for path in record.state_paths:
+        if not _contained(path, attempts):
+            raise CorruptState(
+                f"{where} names {path!r}, which is not an attempt directory of run {record.run_id!r} "
+                f"(under {attempts}/). Nothing was deleted."
+            )
+    allowed = (run_pending_dir(record.dag_id, record.run_id), run_tombstones_dir(record.dag_id, record.run_id))
+    for root, paths in record.outputs.items():
+        for path in paths:
+            if not any(_contained(path, prefix) for prefix in allowed):
+                raise CorruptState(
+                    f"{where} names {path!r} in {root}, which is neither a pending directory nor a "
+                    f"tombstone of run {record.run_id!r}. Nothing was deleted."
+                )
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """What a run has on storage: attempt directories and, per output root, pending/tombstone dirs."""
+
+    state_paths: tuple[str, ...] = ()
+    outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def minus(self, records: Sequence[CleanupRecord]) -> Leftovers:
+        covered_state = {p for r in records for p in r.state_paths}
+        covered_out = {(root, p) for r in records for root, paths in r.outputs.items() for p in paths}
+        outputs = {
+            root: tuple(p for p in paths if (root, p) not in covered_out) for root, paths in self.outputs.items()
+        }
+        return Leftovers(
+            tuple(p for p in self.state_paths if p not in covered_state),
+            {root: paths for root, paths in outputs.items() if paths},
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not self.state_paths and not any(self.outputs.values())
+
+
+def merge_outputs(*groups: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    merged: dict[str, set[str]] = {}
+    for group in groups:
+        for root, paths in group.items():
+            merged.setdefault(root, set()).update(paths)
+    return {root: tuple(sorted(paths)) for root, paths in sorted(merged.items()) if paths}
+
+
+# -- the cleanup task ---------------------------------------------------------------------------
+
+
+class StartAction(str, Enum):
+    NEW = "new"  # write a new record (adopting older incarnations' records), then wait
+    RESUME = "resume"  # a record of this incarnation exists: wait for its original due time
+    ALREADY_CLEANED = "already_cleaned"  # this incarnation's cleanup already ran: nothing to do
+    FAIL = "fail"  # a record cannot be trusted: delete nothing
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    action: StartAction
+    rule: str
+    reason: str
+    record: CleanupRecord | None = None  # RESUME / ALREADY_CLEANED: the record to go on with
+
+
+def decide_start(
+    incarnation: int,
+    stored: CleanupRecord | CorruptState | None,
+    on_file: CleanupRecord | CorruptState | None,
+) -> StartDecision:
+    """How a cleanup task of ``incarnation`` starts (first try, retry, or a re-run after a restart).
+
+    ``stored`` is the record in the task's state store (which survives retries and clears);
+    ``on_file`` is the record file of this incarnation. The file is written first, so a crash
+    between the two writes leaves only the file: it is taken, and its due time stands.
+    """
+    if isinstance(stored, CorruptState):
+        return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
+    if stored is not None and stored.incarnation is not None and stored.incarnation > incarnation:
+        return StartDecision(
+            StartAction.FAIL,
+            "future_record",
+            f"the task state store holds the record of incarnation {stored.incarnation}, newer than this "
+            f"try's {incarnation}: this try is stale. Nothing was deleted.",
+        )
+    if stored is not None and stored.incarnation == incarnation:
+        if stored.status is RecordStatus.CLEANED:
+            return StartDecision(
+                StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored
+            )
+        return StartDecision(StartAction.RESUME, "resume_window", f"keeps the due time {stored.due_at:.0f}", stored)
+    if isinstance(on_file, CorruptState):
+        return StartDecision(StartAction.FAIL, "corrupt_record", str(on_file))
+    if on_file is not None and on_file.incarnation == incarnation:
+        if on_file.status is RecordStatus.CLEANED:
+            return StartDecision(
+                StartAction.ALREADY_CLEANED, "already_cleaned", "the record file says this cleanup ran", on_file
+            )
+        return StartDecision(
+            StartAction.RESUME, "resume_from_file", f"keeps the due time {on_file.due_at:.0f} of the record file", on_file
+        )
+    return StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")
+
+
+def new_record(
+    dag_id: str,
+    run_id: str,
+    incarnation: int | None,
+    owner: str,
+    now: float,
+    retention: float,
+    leftovers: Leftovers,
+    older: Sequence[CleanupRecord] = (),
+    stopped_drivers: Sequence[str] = (),
+) -> CleanupRecord:
+    """A pending record over ``leftovers`` plus the paths of the ``older`` records it adopts."""
+    pending_older = [r for r in older if r.status is RecordStatus.PENDING]
+    return CleanupRecord(
+        dag_id=dag_id,
+        run_id=run_id,
+        incarnation=incarnation,
+        owner=owner,
+        created_at=now,
+        due_at=now + retention,
+        state_paths=tuple(sorted({*leftovers.state_paths, *(p for r in pending_older for p in r.state_paths)})),
+        outputs=merge_outputs(leftovers.outputs, *(r.outputs for r in pending_older)),
+        adopted=tuple(sorted({r.incarnation for r in older if r.incarnation is not None})),
+        stopped_drivers=tuple(sorted(set(stopped_drivers))),
+    )
+
+
+def wait_until(record: CleanupRecord, now: float, retention: float) -> float | None:
+    """The moment to wait for before carrying out ``record``, or ``None``: carry it out now.
+
+    The due time is absolute and never moves later on a restore. A due time already past (a long
+    outage, or this host's clock ahead of the writer's) means clean now. A due time further away
+    than one retention (the writer's clock was ahead) is capped at now + retention, so a skewed
+    clock cannot keep data for longer than one window past the moment it is looked at.
+    """
+    if record.due_at <= now:
+        return None
+    return min(record.due_at, now + retention)
+
+
+# -- the sweep ----------------------------------------------------------------------------------
+
+
+class RunPhase(str, Enum):
+    """How a listing shows a run the provider has data for."""
+
+    RUNNING = "running"  # the run is queued or running
+    RETAINED = "retained"  # the run ended; its data is kept until the cleanup's due time
+    CLEANUP_DUE = "cleanup_due"  # the run ended and its cleanup is past due (the sweep will do it)
+    UNRECORDED = "unrecorded"  # the run ended without a cleanup record (the sweep will write one)
+    CLEANED = "cleaned"  # nothing of the run is left but bookkeeping
+
+
+@dataclass(frozen=True)
+class DriverView:
+    token: str
+    attempt_path: str  # relative to the state root
+    task_id: str
+    live: bool  # no terminal ledger (running, or never claimed)
+    task_state: str | None  # the Airflow state of the task that launched it, when known
+
+
+@dataclass(frozen=True)
+class RunView:
+    dag_id: str
+    run_id: str
+    run_state: str | None  # None: the run does not exist (deleted)
+    records: tuple[CleanupRecord | CorruptState, ...] = ()
+    leftovers: Leftovers = Leftovers()
+    drivers: tuple[DriverView, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    rule: str
+    reason: str
+    phase: RunPhase
+    stop: tuple[DriverView, ...] = ()  # drivers to cancel
+    carry_out: tuple[CleanupRecord, ...] = ()  # records to carry out now
+    write: CleanupRecord | None = None  # the sweep record to write
+    forget_run: bool = False  # nothing left: delete the run's bookkeeping (run.json, registrations)
+    retained_until: float | None = None
+
+
+def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
+    """What the sweep does for one run. First matching rule wins."""
+    live = tuple(d for d in view.drivers if d.live)
+    records = tuple(r for r in view.records if isinstance(r, CleanupRecord))
+    pending = tuple(r for r in records if r.status is RecordStatus.PENDING)
+    if view.run_state in ACTIVE_RUN_STATES:
+        orphans = tuple(d for d in live if d.task_state in FINISHED_TASK_STATES)
+        # Airflow shows a run as running while its cleanup waits out the window: a pending record
+        # and no driver still running tells a retained run from a working one.
+        retained = bool(pending) and len(live) == len(orphans)
+        return SweepPlan(
+            "run_active",
+            f"run is {view.run_state}: its own cleanup owns its data"
+            + (f"; {len(orphans)} driver(s) of finished tasks stopped" if orphans else ""),
+            RunPhase.RETAINED if retained else RunPhase.RUNNING,
+            stop=orphans,
+            retained_until=min(r.due_at for r in pending) if retained else None,
+        )
+    ended = "run_gone" if view.run_state is None else "run_ended"
+    corrupt = [r for r in view.records if isinstance(r, CorruptState)]
+    if corrupt:
+        return SweepPlan(
+            "corrupt_record",
+            f"{ended}, but a record is unreadable; drivers stopped, nothing deleted: {corrupt[0]}",
+            RunPhase.RETAINED,
+            stop=live,
+        )
+    due = tuple(r for r in pending if r.due_at <= now)
+    uncovered = view.leftovers.minus(pending)
+    sweep_record = next((r for r in pending if r.incarnation is None), None)
+    write = None
+    if not uncovered.empty:
+        if sweep_record is not None and sweep_record.due_at > now:
+            # Add what appeared since (e.g. a stray late write) to the sweep's window as it stands.
+            write = sweep_record.with_changes(
+                state_paths=tuple(sorted({*sweep_record.state_paths, *uncovered.state_paths})),
+                outputs=merge_outputs(sweep_record.outputs, uncovered.outputs),
+            )
+        elif not due:
+            write = new_record(view.dag_id, view.run_id, None, "sweep", now, retention, uncovered)
+    if due and not uncovered.empty and write is None:
+        # Leftovers nobody recorded, found while a due record is carried out: they go with it.
+        first = due[0]
+        due = (
+            first.with_changes(
+                state_paths=tuple(sorted({*first.state_paths, *uncovered.state_paths})),
+                outputs=merge_outputs(first.outputs, uncovered.outputs),
+            ),
+            *due[1:],
+        )
+    waiting = [r.due_at for r in pending if r.due_at > now] + ([write.due_at] if write else [])
+    if due:
+        phase, rule = RunPhase.CLEANUP_DUE, "past_due"
+        reason = f"{ended}; {len(due)} record(s) past due carried out"
+    elif write is not None:
+        phase, rule = RunPhase.UNRECORDED, "record_leftovers"
+        reason = f"{ended}; leftovers without a record get the retention window until {write.due_at:.0f}"
+    elif waiting:
+        phase, rule = RunPhase.RETAINED, "retained"
+        reason = f"{ended}; kept until {min(waiting):.0f}"
+    else:
+        phase, rule = RunPhase.CLEANED, "nothing_left"
+        reason = f"{ended}; nothing left"
+    forget = not waiting and (view.leftovers.empty or bool(due)) and write is None
+    return SweepPlan(
+        rule,
+        reason,
+        phase,
+        stop=live,
+        carry_out=due,
+        write=write,
+        forget_run=forget,
+        retained_until=min(waiting) if waiting else None,
+    )
