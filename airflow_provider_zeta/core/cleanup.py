@@ -289,6 +289,28 @@ def decide_start(
     return StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")
 
 
+def decide_resume(incarnation: int, stored: CleanupRecord | CorruptState | None) -> StartDecision:
+    """What a cleanup task does when its wait ends (the trigger fired, or a restart resumed it).
+
+    Only the task state store counts here: the record was written there before the wait began, so
+    a missing or foreign one means outside damage — fail and delete nothing (the sweep deletes the
+    run's data once the run has ended, from the record file).
+    """
+    if isinstance(stored, CorruptState):
+        return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
+    if stored is None or stored.incarnation != incarnation:
+        found = "none" if stored is None else f"one of incarnation {stored.incarnation}"
+        return StartDecision(
+            StartAction.FAIL,
+            "missing_record",
+            f"the task state store holds no cleanup record of incarnation {incarnation} after the wait "
+            f"(found {found}); nothing was deleted. The sweep deletes the run's data once the run has ended.",
+        )
+    if stored.status is RecordStatus.CLEANED:
+        return StartDecision(StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored)
+    return StartDecision(StartAction.RESUME, "due", f"the wait for {stored.due_at:.0f} ended", stored)
+
+
 def new_record(
     dag_id: str,
     run_id: str,

@@ -45,6 +45,7 @@ from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
     RecordStatus,
     StartAction,
+    decide_resume,
     decide_start,
     new_record,
     parse_cleanup_record,
@@ -137,19 +138,14 @@ class DelayedCleanupOperator(BaseOperator):
     def execute_complete(self, context: Context, event: Any = None) -> Any:
         state, retention = self._state_and_retention()
         _, _, incarnation = self._owner(context)
-        stored = self._stored(context)
-        if isinstance(stored, CorruptState):
-            raise AirflowFailException(f"[zeta.cleanup.corrupt_record] {stored}")
-        if stored is None or stored.incarnation != incarnation:
-            raise AirflowFailException(
-                f"[zeta.cleanup.missing_record] the task state store of {self.task_id} holds no cleanup record of "
-                f"incarnation {incarnation} after the wait (found {stored and stored.incarnation!r}); nothing was "
-                "deleted. The sweep deletes the run's data once the run has ended."
-            )
-        if stored.status is RecordStatus.CLEANED:
-            self.log.info("zeta.cleanup.already_cleaned: nothing to do")
-            return self._summary(stored, deleted=None)
-        return self._wait_or_clean(context, state, stored, retention)
+        decision = decide_resume(incarnation, self._stored(context))
+        self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
+        if decision.action is StartAction.FAIL:
+            raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
+        assert decision.record is not None
+        if decision.action is StartAction.ALREADY_CLEANED:
+            return self._summary(decision.record, deleted=None)
+        return self._wait_or_clean(context, state, decision.record, retention)
 
     def failure_window(self, name: str, context: Context) -> None:
         """Hook for tests: called at ``after_record_file``, ``before_delete``, ``after_delete``."""

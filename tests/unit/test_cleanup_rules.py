@@ -14,6 +14,7 @@ from airflow_provider_zeta.core.cleanup import (
     RunPhase,
     RunView,
     StartAction,
+    decide_resume,
     decide_start,
     new_record,
     parse_cleanup_record,
@@ -145,6 +146,22 @@ def test_corrupt_record_fails_the_start(stored, on_file):
 def test_record_of_a_newer_incarnation_means_a_stale_try():
     decision = decide_start(0, record(2), None)
     assert (decision.action, decision.rule) == (StartAction.FAIL, "future_record")
+
+
+@pytest.mark.parametrize(
+    "stored, rule",
+    [(None, "missing_record"), (CorruptState("bad"), "corrupt_record"), ("other", "missing_record")],
+)
+def test_missing_or_corrupt_record_after_the_wait_fails_and_deletes_nothing(stored, rule):
+    if stored == "other":
+        stored = record(3)
+    decision = decide_resume(0, stored)
+    assert (decision.action, decision.rule, decision.record) == (StartAction.FAIL, rule, None)
+
+
+def test_record_after_the_wait_is_carried_out_or_was_already():
+    assert decide_resume(0, record(0)).action is StartAction.RESUME
+    assert decide_resume(0, record(0, status=RecordStatus.CLEANED)).action is StartAction.ALREADY_CLEANED
 
 
 # -- the due time ------------------------------------------------------------------------------------
