@@ -42,6 +42,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.cleanup import (
+    RECORD_KEY,
     CleanupRecord,
     RecordStatus,
     StartAction,
@@ -49,6 +50,8 @@ from airflow_provider_zeta.core.cleanup import (
     decide_start,
     new_record,
     parse_cleanup_record,
+    record_from_store,
+    record_store_values,
     wait_until,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
@@ -68,8 +71,6 @@ from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Task-state-store key of the record (JSON, well under the 64 KiB value limit for thousands of paths).
-RECORD_KEY = "zeta_cleanup"
 #: Written just before deleting: the execution API refuses it from a try that was cleared or reset.
 FENCE_KEY = "zeta_cleanup_deleting"
 
@@ -130,7 +131,7 @@ class DelayedCleanupOperator(BaseOperator):
             record = decision.record
             assert record is not None
             if stored != record:
-                context["task_state_store"].set(RECORD_KEY, record.to_value())
+                self._store(context, record)
         else:
             record = self._open_window(context, state, dag_id, run_id, incarnation, retention, stored)
         return self._wait_or_clean(context, state, record, retention)
@@ -166,7 +167,7 @@ class DelayedCleanupOperator(BaseOperator):
         )
         write_record_file(state, record)  # 1. the file: the sweep finds it even if this task never returns
         self.failure_window("after_record_file", context)
-        context["task_state_store"].set(RECORD_KEY, record.to_value())  # 2. the task's own copy
+        self._store(context, record)  # 2. the task's own copy
         self.log.info(
             "zeta.cleanup: record of incarnation %d: %d paths, adopted %s, due in %.0fs",
             incarnation,
@@ -213,7 +214,7 @@ class DelayedCleanupOperator(BaseOperator):
         self.failure_window("before_delete", context)
         deleted = carry_out(state, record, open_state_storage, before_delete=fence)
         done = record.with_changes(status=RecordStatus.CLEANED, cleaned_at=time.time())
-        store.set(RECORD_KEY, done.to_value())
+        self._store(context, done)
         self.failure_window("after_delete", context)
         remaining = []
         for other in read_records(state, record.dag_id, record.run_id):
@@ -243,12 +244,19 @@ class DelayedCleanupOperator(BaseOperator):
         return list(self.task_ids) if self.task_ids is not None else sorted(self.upstream_task_ids)
 
     def _stored(self, context: Context) -> CleanupRecord | CorruptState | None:
+        store = context["task_state_store"]
         try:
-            return parse_cleanup_record(
-                context["task_state_store"].get(RECORD_KEY), f"task state store key {RECORD_KEY!r} of {self.task_id}"
+            return record_from_store(
+                store.get(RECORD_KEY), store.get, f"in the task state store of {self.task_id} ({RECORD_KEY}*)"
             )
         except CorruptState as error:
             return error
+
+    @staticmethod
+    def _store(context: Context, record: CleanupRecord) -> None:
+        store = context["task_state_store"]
+        for key, value in record_store_values(record):
+            store.set(key, value)
 
     @staticmethod
     def _summary(record: CleanupRecord, deleted: int | None) -> dict[str, Any]:
