@@ -142,7 +142,7 @@ def main() -> int:
         left = leftovers_past_due(state_root, [output])
         say(
             f"Cleanup: the record listed {len(staging)} attempt directories (ledger, staging, driver log) due "
-            f"{RETENTION_S}s after the jobs ended; status {cleanup.get('status')!r}, {cleanup.get('deleted')} deleted "
+            f"{RETENTION_S}s after the run's other tasks were done; status {cleanup.get('status')!r}, {cleanup.get('deleted')} deleted "
             f"{(cleanup.get('cleaned_at') or 0) - record['due_at']:.1f}s after the due time; "
             f"left behind: {left or 'nothing'}."
         )
