@@ -15,6 +15,7 @@ _LAZY_PUBLIC_NAMES: dict[str, str] = {
     "ZetaSparkJobOperator": "airflow_provider_zeta.operators.spark_job",
     "ReadyToCloseSensor": "airflow_provider_zeta.sensors.ready_to_close",
     "CompletedPointOperator": "airflow_provider_zeta.operators.completed_point",
+    "CheckpointFreshnessSensor": "airflow_provider_zeta.sensors.checkpoint_freshness",
 }
 
 __all__ = ["__version__", *_LAZY_PUBLIC_NAMES]

@@ -48,6 +48,7 @@ if __package__ in (None, ""):
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from airflow_provider_zeta import runtime  # noqa: E402
+from airflow_provider_zeta.runtime import streaming  # noqa: E402
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus  # noqa: E402
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE  # noqa: E402
 from airflow_provider_zeta.storage import StateStorage  # noqa: E402
@@ -209,6 +210,8 @@ class DriverBootstrap:
         runtime._install(self.context)
         beat = threading.Thread(target=self._heartbeat_loop, name="zeta-heartbeat", daemon=True)
         beat.start()
+        # Streaming progress events record checkpoints as soon as the job's SparkSession exists.
+        streaming.SessionWatcher(self.context.checkpoint, self._stop).start()
         application = self.spec["application"]
         sys.argv = [application, *self.user_args]
         try:
