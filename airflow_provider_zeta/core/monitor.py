@@ -28,7 +28,7 @@ phase                          when
 ``cleaned``                    the run is in the ``ended`` section
 ``cleanup_due``                retained, a record waits: "cleanup due in 42m 10s"
 ``cleanup_overdue``            retained, a record is past due (the sweep carries it out)
-``awaiting_cleanup``           retained, the run ended but no cleanup record exists yet
+``awaiting_cleanup``           retained, the run ended but no pending cleanup record exists yet
 ``failed``                     a deploy, ready-to-close or completed point task failed, or the run
 ``committed``                  the completed point succeeded
 ``ready``                      k >= 1 sources reported ready-to-close: "ready k of N"
@@ -338,9 +338,11 @@ def run_status(facts: RunFacts, now: float, lost_after: float) -> RunStatus:
         if section is Section.ENDED:
             phase = PipelinePhase.CLEANED
         elif section is Section.RETAINED:
+            # A record waiting for its time wins over leftovers it does not list (a stray late
+            # write): the sweep adds those to a record, the due time shown stays the record's.
             phase = {
                 RunPhase.CLEANUP_DUE: PipelinePhase.CLEANUP_OVERDUE,
-                RunPhase.UNRECORDED: PipelinePhase.AWAITING_CLEANUP,
+                RunPhase.UNRECORDED: PipelinePhase.AWAITING_CLEANUP if due_at is None else PipelinePhase.CLEANUP_DUE,
             }.get(retention, PipelinePhase.CLEANUP_DUE)
             if phase is PipelinePhase.CLEANUP_DUE and due_at is not None:
                 due_in = max(0.0, due_at - now)
