@@ -22,8 +22,8 @@ runs still queued/running and for ended runs whose directory still exists — wh
 cleanup bounds to the retention window.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: FastAPI must see the real annotation objects of the
+# route functions, which are defined inside ``build_app`` (their names are not module globals).
 import logging
 import os
 import time
