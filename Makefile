@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
 
 .PHONY: install test demo bench clean
 
@@ -14,7 +15,11 @@ $(STAMP): setup.py constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $@
 
-install: $(STAMP)
+install: $(STAMP) $(CHROMIUM)
+
+# The UI test drives Debian's Chromium through playwright (no browser download); installed when missing.
+$(CHROMIUM):
+	apt-get update -qq && apt-get install -y -qq chromium
 
 ## test: the whole suite on real Airflow components, SQLite and PostgreSQL (the command CI runs)
 test: install

@@ -15,7 +15,8 @@ The bootstrap then
    and waits for the driver, or the driver sees the marker and exits here without running the job
    (the fence handshake, see ``core/deploy.py``);
 3. installs ``zeta_context()`` and runs the user's file with ``runpy`` as ``__main__`` with
-   ``sys.argv = [application, *ARGS]``;
+   ``sys.argv = [application, *ARGS]``; once the job has a SparkSession, a listener records a
+   checkpoint for every Structured Streaming progress event (``runtime/streaming.py``);
 4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
    checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
    appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
