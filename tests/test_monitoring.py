@@ -303,6 +303,7 @@ def test_freshness_sensor_catches_a_stalled_real_streaming_query(cluster, tmp_pa
         caught = re.findall(r"woken by the trigger: (job monitor_streaming\.stream .*? \((\d+)s\), more than the threshold of 20s)", log)
         assert caught, log[-3000:]
         detected_age = int(caught[-1][1])
+        print(f"stall caught by the trigger at checkpoint age {detected_age}s (threshold {THRESHOLD}s, poll {POLL}s)")
         assert THRESHOLD < detected_age <= THRESHOLD + POLL, caught[-1][0]
         assert "[zeta.freshness.checkpoint_stale] job monitor_streaming.stream" in log
     finally:
