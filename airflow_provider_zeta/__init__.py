@@ -15,6 +15,9 @@ _LAZY_PUBLIC_NAMES: dict[str, str] = {
     "ZetaSparkJobOperator": "airflow_provider_zeta.operators.spark_job",
     "ReadyToCloseSensor": "airflow_provider_zeta.sensors.ready_to_close",
     "CompletedPointOperator": "airflow_provider_zeta.operators.completed_point",
+    "DelayedCleanupOperator": "airflow_provider_zeta.operators.cleanup",
+    "ZetaSweepOperator": "airflow_provider_zeta.operators.sweep",
+    "zeta_sweep_dag": "airflow_provider_zeta.maintenance",
     "CheckpointFreshnessSensor": "airflow_provider_zeta.sensors.checkpoint_freshness",
 }
 

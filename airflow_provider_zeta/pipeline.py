@@ -5,10 +5,16 @@
     <pipeline_id>.deploy_<source>   ZetaSparkJobOperator, one per source      (G1, G6, G8)
     <pipeline_id>.ready_to_close    ReadyToCloseSensor, starts with the deploys (G2)
     <pipeline_id>.completed_point   CompletedPointOperator, after the sensor    (G3)
+    <pipeline_id>.cleanup           DelayedCleanupOperator, a teardown after all (G4, G5, G8)
 
 The sensor has no upstream edge from the deploy tasks on purpose: it waits beside them (deferred,
 no worker slot) and fails fast, naming the source, when one fails for good — a downstream sensor
 would only ever see "upstream_failed".
+
+The cleanup is an Airflow teardown downstream of every other task: it runs whether the run
+succeeded or failed, and Airflow leaves it out when it decides the run's state, so a run whose
+source failed ends ``failed`` and a run that published ends ``success`` (and stays ``running``
+during the retention window, while the cleanup waits deferred, without a worker slot).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any, Mapping
 
 from airflow.sdk import Asset, TaskGroup
 
+from airflow_provider_zeta.operators.cleanup import DelayedCleanupOperator
 from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
 from airflow_provider_zeta.operators.spark_job import ZetaSparkJobOperator
 from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
@@ -26,7 +33,7 @@ def zeta_pipeline(
     pipeline_id: str,
     sources: Mapping[str, str],
     output: str,
-    cleanup_delay: float | None = None,
+    cleanup_delay: float | str | None = None,
     conn_id: str = "spark_default",
     *,
     application_args: Mapping[str, list[str]] | None = None,
@@ -45,7 +52,7 @@ def zeta_pipeline(
     :param output: root of the output table; the run's partition lands at
         ``{output}/ds={ds}/source={name}/``.
     :param cleanup_delay: retention window (seconds) of staging data and replaced partitions before
-        the delayed cleanup deletes them; reserved — the delayed cleanup is not wired yet.
+        the delayed cleanup deletes them (templated); default ``[zeta] cleanup_retention``.
     :param conn_id: Airflow Spark connection of every deploy task.
     :param application_args: optional per-source application arguments.
     :param job_params: ``zeta_context().params`` of every job (templated).
@@ -84,8 +91,15 @@ def zeta_pipeline(
             sources={name: task.task_id for name, task in deploys.items()},
             timeout=ready_timeout,
         )
-        ready >> CompletedPointOperator(
+        publish = CompletedPointOperator(
             task_id="completed_point", output_root=output, ready_task_id=ready.task_id, asset=asset
         )
-    group.zeta_cleanup_delay = cleanup_delay  # read by the delayed cleanup once it is wired
+        ready >> publish
+        cleanup = DelayedCleanupOperator(
+            task_id="cleanup",
+            retention=cleanup_delay,
+            task_ids=[task.task_id for task in deploys.values()],
+            output_roots=[output],
+        )
+        [*deploys.values(), ready, publish] >> cleanup
     return group

@@ -19,11 +19,13 @@ import time
 from pathlib import Path
 
 from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
+from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_ID = "zeta_regional_sales"
 DS = "2026-01-15"
 REGIONS = ("emea", "amer", "apac")
+RETENTION_S = 20
 
 
 def load_job_module():
@@ -54,6 +56,8 @@ def main() -> int:
             "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
             "ZETA_EXAMPLE_OUTPUT": str(output),
             "ZETA_EXAMPLE_SCHEDULE": "",  # only the demo's run, no scheduled one beside it
+            # A short retention window, so that the demo shows the delayed cleanup happen.
+            "AIRFLOW__ZETA__CLEANUP_RETENTION": str(RETENTION_S),
         },
         parallelism=6,
     )
@@ -96,6 +100,16 @@ def main() -> int:
             "the pipeline to make progress after the restart",
         )
         resume_s = time.monotonic() - restarted
+        cluster.wait_for_task(DAG_ID, run_id, "regional_sales.completed_point", {"success"}, timeout=900)
+        say(f"Partition published after {time.monotonic() - started:.0f}s; the cleanup keeps the staging for {RETENTION_S}s")
+        state_root = cluster.home / "zeta-state"
+        record_path = cluster.wait_for(
+            lambda: next((run_directory(state_root, DAG_ID, run_id) / "cleanup").glob("*.json"), None),
+            120,
+            "the cleanup record",
+        )
+        record = json.loads(record_path.read_text())
+        staging = [state_root / p for p in record["state_paths"]]
         run = cluster.wait_for_run(DAG_ID, run_id, timeout=900)
         say(f"Run ended {run['state'].upper()} after {time.monotonic() - started:.0f}s.\n")
 
@@ -124,11 +138,16 @@ def main() -> int:
             f"\nAfter the restart the new scheduler was in charge in {back_s:.0f}s; the pipeline's next step "
             f"came {resume_s:.0f}s after the restart (the jobs kept running through the crash: nothing re-ran)."
         )
-        attempts = list((cluster.home / "zeta-state" / "attempts").rglob("ledger.json"))
+        cleanup = cluster.xcom(DAG_ID, run_id, "regional_sales.cleanup") or {}
+        left = leftovers_past_due(state_root, [output])
         say(
-            f"Cleanup: {len(attempts)} attempt directories (ledger + staging) kept under {cluster.home / 'zeta-state'}; "
-            "the delayed cleanup that removes them after the retention window is not implemented yet."
+            f"Cleanup: the record listed {len(staging)} attempt directories (ledger, staging, driver log) due "
+            f"{RETENTION_S}s after the jobs ended; status {cleanup.get('status')!r}, {cleanup.get('deleted')} deleted "
+            f"{(cleanup.get('cleaned_at') or 0) - record['due_at']:.1f}s after the due time; "
+            f"left behind: {left or 'nothing'}."
         )
+        if cleanup.get("status") != "cleaned" or any(p.exists() for p in staging) or left:
+            broken.append(f"cleanup incomplete: {cleanup}, leftovers {left}")
         if run["state"] != "success":
             broken.append(f"run ended {run['state']}")
     except ClusterError as error:

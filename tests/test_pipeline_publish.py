@@ -9,7 +9,10 @@ from the reporting attempts only.
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
+from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
 from tests.test_deploy_windows import launches
 
 DAG_ID = "pipeline_counting"
@@ -97,8 +100,10 @@ def test_stale_attempt_output_is_never_published(fake_driver_cluster, tmp_path):
     cluster.wait_for_dag(DAG_ID)
     log = tmp_path / "launches.jsonl"
     ds = "2026-03-02"
-    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "fail_first_of": "beta"})
-    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    run_id = cluster.trigger_run(
+        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "fail_first_of": "beta", "cleanup_delay": 600}
+    )
+    cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=300)
     beta = [entry for entry in launches(log) if entry["task"] == "counting.deploy_beta"]
     assert len(beta) == 2 and beta[0]["token"] != beta[1]["token"]
     stale_output = next((cluster.home / "zeta-state" / "runs").rglob(f"{beta[0]['token']}/output/part-0.json"))
@@ -153,3 +158,49 @@ def test_clearing_one_source_reruns_only_that_source(fake_driver_cluster, tmp_pa
     commit = marker(cluster, ds)
     assert commit["tokens"]["beta"] == per_task["counting.deploy_beta"][1] != first_beta["token"]
     assert commit["tokens"]["alpha"] == per_task["counting.deploy_alpha"][0]
+
+
+def test_cleanup_window_survives_triggerer_and_scheduler_kills(fake_driver_cluster, tmp_path):
+    """G4: the record's due time stands across a triggerer kill and a scheduler kill inside the
+    window; the data is deleted once, not before the due time and at most one poll interval after."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    log = tmp_path / "launches.jsonl"
+    ds = "2026-03-04"
+    window = 40
+    run_id = cluster.trigger_run(
+        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": window}
+    )
+    cluster.wait_for_task(DAG_ID, run_id, "counting.cleanup", {"deferred"}, timeout=240)
+    run = run_directory(state_root, DAG_ID, run_id)
+    record_file = next((run / "cleanup").glob("counting.cleanup-*.json"))
+    record = json.loads(record_file.read_text())
+    staging = [state_root / p for p in record["state_paths"]]
+    assert record["status"] == "pending" and len(staging) == 3 and all(p.is_dir() for p in staging)
+    assert {Path(p).name for p in record["state_paths"]} == {e["token"] for e in launches(log)}
+    assert record["due_at"] - record["created_at"] == window
+
+    cluster.kill("triggerer")
+    cluster.start_component("triggerer")
+    cluster.wait_healthy()
+    cluster.kill("scheduler")
+    cluster.start_component("scheduler")
+    cluster.wait_healthy()
+    assert json.loads(record_file.read_text())["due_at"] == record["due_at"], "a restart moved the due time"
+    assert time.time() < record["due_at"], "the restarts took longer than the window; lengthen it"
+
+    deleted_at = cluster.wait_for(
+        lambda: not any(p.exists() for p in staging) and time.time(), window + 120, "staging deleted"
+    )
+    poll_interval = float(cluster.env().get("AIRFLOW__ZETA__POLL_INTERVAL", 5))
+    print(f"staging deleted {deleted_at - record['due_at']:.1f}s after the due time")
+    assert record["due_at"] <= deleted_at <= record["due_at"] + poll_interval + 1.0  # +1: this test's own poll
+    cluster.wait_for_run(DAG_ID, run_id, timeout=120)
+    cleanup = cluster.task_instance(DAG_ID, run_id, "counting.cleanup")
+    assert cleanup["try_number"] == 1, "the cleanup was retried, the window could have restarted"
+    summary = cluster.xcom(DAG_ID, run_id, "counting.cleanup")
+    assert summary["status"] == "cleaned" and summary["deleted"] == 3 and summary["due_at"] == record["due_at"]
+    assert published(cluster, ds).keys() == set(SOURCES), "the cleanup must never touch the partition"
+    assert not run.exists(), "the run's bookkeeping is removed once it is cleaned"
+    assert leftovers_past_due(state_root, [output]) == []

@@ -133,18 +133,18 @@ def parse_cleanup_record(raw: bytes | str | Mapping[str, Any] | None, where: str
         if not isinstance(outputs, Mapping):
             raise TypeError("'outputs' is not an object")
         record = CleanupRecord(
-            dag_id=str(data["dag_id"]),
-            run_id=str(data["run_id"]),
-            incarnation=None if data["incarnation"] is None else int(data["incarnation"]),
-            owner=str(data["owner"]),
-            created_at=float(data["created_at"]),
-            due_at=float(data["due_at"]),
+            dag_id=_field(data, "dag_id", str),
+            run_id=_field(data, "run_id", str),
+            incarnation=_field(data, "incarnation", lambda v: None if v is None else int(v)),
+            owner=_field(data, "owner", str),
+            created_at=_field(data, "created_at", float),
+            due_at=_field(data, "due_at", float),
             state_paths=tuple(_strings(data.get("state_paths") or [], "state_paths")),
             outputs={str(root): tuple(_strings(paths, f"outputs[{root!r}]")) for root, paths in outputs.items()},
             status=RecordStatus(data.get("status", "pending")),
             adopted=tuple(int(i) for i in data.get("adopted") or []),
             stopped_drivers=tuple(_strings(data.get("stopped_drivers") or [], "stopped_drivers")),
-            cleaned_at=None if data.get("cleaned_at") is None else float(data["cleaned_at"]),
+            cleaned_at=_field(data, "cleaned_at", lambda v: None if v is None else float(v), required=False),
         )
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
         raise CorruptState(
@@ -153,6 +153,17 @@ def parse_cleanup_record(raw: bytes | str | Mapping[str, Any] | None, where: str
         ) from None
     check_paths(record, where)
     return record
+
+
+def _field(data: Mapping[str, Any], name: str, convert: Any, required: bool = True) -> Any:
+    if name not in data:
+        if required:
+            raise KeyError(name)
+        return None
+    try:
+        return convert(data[name])
+    except (TypeError, ValueError):
+        raise ValueError(f"field {name!r} has an invalid value {data[name]!r}") from None
 
 
 def _strings(values: Any, name: str) -> list[str]:

@@ -121,7 +121,10 @@ def attempt_problem(report: Report, ledger: Any) -> str | None:
     if isinstance(ledger, CorruptState):
         return f"source {report.source!r}: {ledger}"
     if not isinstance(ledger, Ledger):
-        return f"source {report.source!r}: unknown attempt token {report.token!r} (no driver ledger)"
+        return (
+            f"source {report.source!r}: unknown attempt token {report.token!r} (no driver ledger: the attempt "
+            "never started, or the run's delayed cleanup already deleted it — clear the source to run it again)"
+        )
     if ledger.status is not LedgerStatus.SUCCEEDED:
         return f"source {report.source!r}: attempt {report.token} did not succeed ({ledger.status.value})"
     if ledger.output_path != report.output_path:

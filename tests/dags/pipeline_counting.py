@@ -34,8 +34,12 @@ with DAG(
             "release_dir": "{{ dag_run.conf.get('release_dir', '') }}",
             "seconds": "{{ dag_run.conf.get('seconds', 2) }}",
             "fail_first_of": "{{ dag_run.conf.get('fail_first_of', '') }}",
+            "fail_source": "{{ dag_run.conf.get('fail_source', '') }}",
             "rows": "",
         },
         deploy_kwargs={"retries": 2, "retry_delay": 1, "launch_grace": 20},
         ready_timeout=600,
+        # Tests that look at the retention window ask for one; the others get their run's data
+        # cleaned one second after the run's other tasks are done.
+        cleanup_delay="{{ dag_run.conf.get('cleanup_delay', 1) }}",
     )

@@ -2,7 +2,7 @@
 
 Works with and without Spark (``job_params["spark"]``): with Spark it writes real Parquet rows,
 without it a JSON file. Runs for ``seconds`` (checkpointing each second) or until ``release_file``
-exists, then reports its rows. ``fail`` makes it raise. The launch log is the test's own count of
+exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) makes it raise. The launch log is the test's own count of
 driver launches, independent of the provider's bookkeeping.
 """
 
@@ -42,7 +42,7 @@ while (time.time() < deadline) if not release else not os.path.exists(release):
     ctx.checkpoint()
 
 rows = int(params.get("rows") or 0) or expected_row_count(ctx.source)
-if str(params.get("fail", "")).lower() in ("1", "true", "yes"):
+if str(params.get("fail", "")).lower() in ("1", "true", "yes") or params.get("fail_source") == ctx.source:
     raise RuntimeError("the job failed on purpose")
 output = ctx.output_path.removeprefix("file://")
 if spark is not None:

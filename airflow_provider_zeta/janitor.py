@@ -1,0 +1,221 @@
+"""Storage work of the delayed cleanup and the sweep: find a run's leftovers, stop drivers, delete.
+
+A thin adapter: what to delete and when is decided in ``core/cleanup.py``; this module only lists,
+reads and deletes, and re-checks every record with ``core.cleanup.check_paths`` before it deletes
+anything. Airflow-free (output tables are opened by a function the caller passes in, which on the
+coordinator side goes through Airflow's ``ObjectStoragePath``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import posixpath
+import time
+from typing import Callable, Iterable
+
+from airflow_provider_zeta.core.cleanup import (
+    CleanupRecord,
+    DriverView,
+    Leftovers,
+    check_paths,
+    parse_cleanup_record,
+)
+from airflow_provider_zeta.core.ledger import CorruptState, LedgerStatus, parse_ledger
+from airflow_provider_zeta.core.paths import (
+    CANCEL_MARKER,
+    LEDGER_FILE,
+    OUTPUTS_DIR,
+    RUN_INFO_FILE,
+    RUNS_DIR,
+    cleanup_record_path,
+    cleanup_records_dir,
+    run_attempts_dir,
+    run_dir,
+    run_pending_dir,
+    run_tombstones_dir,
+    safe_segment,
+)
+from airflow_provider_zeta.processes import stop_token_processes
+from airflow_provider_zeta.storage import StateStorage
+
+log = logging.getLogger(__name__)
+
+OutputOpener = Callable[[str], StateStorage]
+
+
+def list_runs(state: StateStorage) -> list[tuple[str, str]]:
+    """Every (dag_id, run_id) that has a directory in the state root (from its ``run.json``)."""
+    found = []
+    for dag_segment in state.list_dir(RUNS_DIR):
+        for run_segment in state.list_dir(f"{RUNS_DIR}/{dag_segment}"):
+            relative = f"{RUNS_DIR}/{dag_segment}/{run_segment}/{RUN_INFO_FILE}"
+            raw = state.read_bytes(relative)
+            try:
+                info = json.loads(raw) if raw is not None else None
+                found.append((str(info["dag_id"]), str(info["run_id"])))
+            except (ValueError, TypeError, KeyError):
+                log.warning("zeta.sweep: %s is missing or unreadable; that directory is left alone", state.url_of(relative))
+    return found
+
+
+def output_roots(state: StateStorage, dag_id: str, run_id: str) -> list[str]:
+    """The output tables this run registered (before writing anything into them)."""
+    roots = []
+    folder = f"{run_dir(dag_id, run_id)}/{OUTPUTS_DIR}"
+    for name in state.list_dir(folder):
+        raw = state.read_bytes(f"{folder}/{name}")
+        with contextlib.suppress(ValueError, TypeError, KeyError):
+            roots.append(str(json.loads(raw)["output_root"]))
+    return sorted(set(roots))
+
+
+def find_leftovers(
+    state: StateStorage,
+    dag_id: str,
+    run_id: str,
+    open_output: OutputOpener,
+    task_ids: Iterable[str] | None = None,
+    roots: Iterable[str] | None = None,
+) -> tuple[Leftovers, list[tuple[str, str, str]]]:
+    """The run's attempt directories (of ``task_ids`` if given) and its pending/tombstone dirs.
+
+    Also returns the attempts as (task segment, token, relative path) for the driver check.
+    """
+    base = run_attempts_dir(dag_id, run_id)
+    wanted = None if task_ids is None else {safe_segment(t) for t in task_ids}
+    attempts = []
+    for task_segment in state.list_dir(base):
+        if wanted is not None and task_segment not in wanted:
+            continue
+        for map_index in state.list_dir(f"{base}/{task_segment}"):
+            for token in state.list_dir(f"{base}/{task_segment}/{map_index}"):
+                attempts.append((task_segment, token, f"{base}/{task_segment}/{map_index}/{token}"))
+    outputs: dict[str, tuple[str, ...]] = {}
+    for root in output_roots(state, dag_id, run_id) if roots is None else roots:
+        out = open_output(root)
+        paths = []
+        for folder in (run_pending_dir(dag_id, run_id), run_tombstones_dir(dag_id, run_id)):
+            paths.extend(f"{folder}/{name}" for name in out.list_dir(folder))
+        if paths:
+            outputs[root] = tuple(sorted(paths))
+    return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+
+
+def driver_views(
+    state: StateStorage, attempts: list[tuple[str, str, str]], task_states: dict[str, str | None] | None = None
+) -> list[DriverView]:
+    """One view per attempt: live unless its ledger is terminal (no ledger: maybe still launching)."""
+    views = []
+    for task_segment, token, relative in attempts:
+        try:
+            ledger = parse_ledger(state.read_bytes(f"{relative}/{LEDGER_FILE}"), token, state.url_of(relative))
+            live = ledger is None or not ledger.status.terminal
+            task_id = ledger.task_id if ledger is not None and ledger.task_id else task_segment
+        except CorruptState:
+            live, task_id = True, task_segment  # unknown: cancelling a dead attempt costs nothing
+        views.append(
+            DriverView(token, relative, task_id, live, None if task_states is None else task_states.get(task_id))
+        )
+    return views
+
+
+def stop_drivers(state: StateStorage, drivers: Iterable[DriverView], self_exit_s: float = 7.0) -> list[str]:
+    """Write every driver's cancel marker, then stop what is left of them on this host.
+
+    A driver polls its marker and ends itself (writing ``cancelled``); one on another host can only
+    be reached that way. Local processes still alive after ``self_exit_s`` are terminated.
+    """
+    drivers = list(drivers)
+    for driver in drivers:
+        if state.exists(driver.attempt_path):  # never create a directory just to hold a marker
+            state.write_atomic(f"{driver.attempt_path}/{CANCEL_MARKER}", b"cancelled by the zeta cleanup\n")
+    deadline = time.monotonic() + self_exit_s
+    for driver in drivers:
+        stop_token_processes(driver.token, None, self_exit_s=max(0.0, deadline - time.monotonic()))
+    return sorted(d.token for d in drivers)
+
+
+def read_records(state: StateStorage, dag_id: str, run_id: str) -> list[CleanupRecord | CorruptState]:
+    folder = cleanup_records_dir(dag_id, run_id)
+    records: list[CleanupRecord | CorruptState] = []
+    for name in state.list_dir(folder):
+        if not name.endswith(".json"):
+            continue  # a temporary file of an interrupted atomic write
+        try:
+            record = parse_cleanup_record(state.read_bytes(f"{folder}/{name}"), state.url_of(f"{folder}/{name}"))
+        except CorruptState as error:
+            records.append(error)
+            continue
+        if record is not None:
+            records.append(record)
+    return records
+
+
+def record_file(record: CleanupRecord) -> str:
+    return cleanup_record_path(record.dag_id, record.run_id, record.owner, record.incarnation)
+
+
+def write_record_file(state: StateStorage, record: CleanupRecord) -> None:
+    state.write_atomic(record_file(record), record.to_json())
+
+
+def carry_out(state: StateStorage, record: CleanupRecord, open_output: OutputOpener, before_delete=None) -> int:
+    """Delete exactly the record's paths (idempotent); returns how many were still there.
+
+    ``before_delete`` runs once before the first deletion (the cleanup task's fence).
+    """
+    check_paths(record, state.url_of(record_file(record)))
+    if before_delete is not None:
+        before_delete()
+    deleted = 0
+    for path in record.state_paths:
+        deleted += state.delete_tree(path)
+        _prune_empty(state, posixpath.dirname(path), stop_at=run_dir(record.dag_id, record.run_id))
+    for root, paths in record.outputs.items():
+        out = open_output(root)
+        for path in paths:
+            deleted += out.delete_tree(path)
+            _prune_empty(out, posixpath.dirname(path), stop_at="")
+    log.info(
+        "zeta.cleanup: carried out the record of %s %s (incarnation %s): %d of %d paths deleted",
+        record.dag_id,
+        record.run_id,
+        record.incarnation,
+        deleted,
+        record.paths_count,
+    )
+    return deleted
+
+
+def delete_record_files(state: StateStorage, records: Iterable[CleanupRecord]) -> None:
+    for record in records:
+        state.delete_tree(record_file(record))
+
+
+def forget_run(state: StateStorage, dag_id: str, run_id: str) -> None:
+    """Delete the run's bookkeeping once nothing of it is left (run.json, registrations, records)."""
+    folder = run_dir(dag_id, run_id)
+    for name in state.list_dir(folder):
+        if name != "attempts":
+            state.delete_tree(f"{folder}/{name}")
+    _prune_empty(state, f"{folder}/attempts", stop_at=posixpath.dirname(posixpath.dirname(folder)))
+
+
+def _prune_empty(storage: StateStorage, relative: str, stop_at: str) -> None:
+    """Remove empty directories from ``relative`` up to (not including) ``stop_at``; local only.
+
+    ``os.rmdir`` refuses a non-empty directory, so a directory another writer just filled stays.
+    """
+    if not storage.is_local:
+        return  # object stores have no directories to leave behind
+    while relative and relative != stop_at and relative.startswith(stop_at):
+        try:
+            os.rmdir(storage.path(relative))
+        except FileNotFoundError:
+            pass  # already gone: look at the parent
+        except OSError:
+            return
+        relative = posixpath.dirname(relative)

@@ -1,0 +1,145 @@
+"""ZetaSweepOperator: clean what no cleanup task will, and stop drivers nobody waits for (G4, G5, G8).
+
+Purpose
+    The delayed cleanup runs as a task of the run itself. When it never runs — the run was marked
+    failed or success by hand, the cleanup task was removed, the run was deleted — or when a driver
+    outlives its task (killed while the task briefly ran, a trigger that never got to it), this
+    operator finds the leftovers in the state root and deals with them. Schedule it (the shipped
+    ``dags/zeta_maintenance.py`` runs it every 15 minutes) or call it from your own maintenance DAG.
+
+How it works
+    For every run directory in the state root (``runs/<dag>/<run>/run.json`` names the run), it asks
+    Airflow for the run's state and, for runs with drivers still alive, their tasks' states, reads the
+    run's cleanup records and lists its leftovers, and follows ``core.cleanup.plan_sweep``:
+
+    * ``run_active``: the run's own cleanup owns its data; only drivers of tasks that already
+      finished are stopped;
+    * ``past_due``: records past their due time whose cleanup never ran are carried out, with the
+      same path checks as the cleanup task;
+    * ``record_leftovers``: a run that ended without a record gets one (owner ``sweep``, due after
+      the retention window), carried out by a later sweep;
+    * ``retained``: kept until the due time; ``nothing_left``: the run's bookkeeping is removed;
+    * ``corrupt_record``: reported, nothing deleted.
+
+    Just before deleting a run's data it asks for the run's state again, so a run cleared a moment
+    ago is left to its new incarnation.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_zeta.core.cleanup import (
+    ACTIVE_RUN_STATES,
+    CleanupRecord,
+    RunView,
+    plan_sweep,
+)
+from airflow_provider_zeta.janitor import (
+    carry_out,
+    delete_record_files,
+    driver_views,
+    find_leftovers,
+    forget_run,
+    list_runs,
+    read_records,
+    stop_drivers,
+    write_record_file,
+)
+from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class ZetaSweepOperator(BaseOperator):
+    """Sweep the state root: stop orphaned drivers, carry out overdue cleanups, record leftovers.
+
+    :param retention: window given to leftovers found without a record; default
+        ``[zeta] cleanup_retention``.
+    :param fail_on_corrupt: fail the task (after doing everything else) when a record was unreadable.
+    """
+
+    ui_color = "#c0c0c0"
+
+    def __init__(self, *, retention: float | None = None, fail_on_corrupt: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if retention is not None and retention < 0:
+            raise ValueError(f"{self.task_id}: 'retention' must be >= 0 seconds, got {retention!r}")
+        self.retention = retention
+        self.fail_on_corrupt = fail_on_corrupt
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        settings = ZetaSettings.load()
+        retention = settings.cleanup_retention if self.retention is None else float(self.retention)
+        state = open_state_storage(settings.state_root)
+        ti = context["ti"]
+        rules: Counter[str] = Counter()
+        phases: dict[str, list[str]] = {}
+        corrupt: list[str] = []
+        stopped: list[str] = []
+        deleted = 0
+        for dag_id, run_id in list_runs(state):
+            if (dag_id, run_id) == (ti.dag_id, ti.run_id):
+                continue
+            run_state = _run_state(ti, dag_id, run_id)
+            leftovers, attempts = find_leftovers(state, dag_id, run_id, open_state_storage)
+            task_states = _task_states(ti, dag_id, run_id) if run_state in ACTIVE_RUN_STATES and attempts else None
+            view = RunView(
+                dag_id,
+                run_id,
+                run_state,
+                tuple(read_records(state, dag_id, run_id)),
+                leftovers,
+                tuple(driver_views(state, attempts, task_states)),
+            )
+            plan = plan_sweep(view, time.time(), retention)
+            rules[plan.rule] += 1
+            phases.setdefault(plan.phase.value, []).append(f"{dag_id}/{run_id}")
+            self.log.info("zeta.sweep.%s: %s %s: %s", plan.rule, dag_id, run_id, plan.reason)
+            if plan.rule == "corrupt_record":
+                corrupt.append(plan.reason)
+            if plan.stop:
+                stopped += stop_drivers(state, plan.stop)
+            if plan.write is not None:
+                write_record_file(state, plan.write)
+            if plan.carry_out or plan.forget_run:
+                if _run_state(ti, dag_id, run_id) in ACTIVE_RUN_STATES:
+                    self.log.info("zeta.sweep: %s %s was cleared meanwhile; left to its new incarnation", dag_id, run_id)
+                    continue
+                for record in plan.carry_out:
+                    deleted += carry_out(state, record, open_state_storage)
+                    delete_record_files(state, [record])
+                if plan.forget_run:
+                    delete_record_files(
+                        state, [r for r in view.records if isinstance(r, CleanupRecord)]
+                    )
+                    forget_run(state, dag_id, run_id)
+        summary = {
+            "rules": dict(rules),
+            "phases": {phase: sorted(runs) for phase, runs in phases.items()},
+            "stopped_drivers": sorted(stopped),
+            "deleted_paths": deleted,
+            "corrupt": corrupt,
+        }
+        self.log.info("zeta.sweep: %s", summary)
+        if corrupt and self.fail_on_corrupt:
+            raise AirflowFailException(f"[zeta.sweep.corrupt_record] {len(corrupt)} run(s) not cleaned: {corrupt}")
+        return summary
+
+
+def _run_state(ti: Any, dag_id: str, run_id: str) -> str | None:
+    """The run's Airflow state, or None when the run does not exist (deleted)."""
+    if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
+        return None
+    return str(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
+
+
+def _task_states(ti: Any, dag_id: str, run_id: str) -> dict[str, str | None]:
+    states = ti.get_task_states(dag_id=dag_id, run_ids=[run_id]).get(run_id, {})
+    return {task_id: (state or None) for task_id, state in states.items()}

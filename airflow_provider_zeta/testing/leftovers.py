@@ -1,0 +1,50 @@
+"""What a test asserts about the state root and an output table once runs have ended (G4).
+
+``leftovers_past_due`` lists everything the provider left that no pending cleanup record covers,
+and every pending record whose due time has passed. An empty list means: nothing is orphaned.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def _pending_records(run: Path) -> list[tuple[Path, dict]]:
+    found = []
+    for path in sorted((run / "cleanup").glob("*.json")):
+        record = json.loads(path.read_text())
+        if record.get("status") == "pending":
+            found.append((path, record))
+    return found
+
+
+def leftovers_past_due(state_root: Path, output_roots: list[Path], now: float | None = None, slack: float = 0.0) -> list[str]:
+    now = time.time() if now is None else now
+    problems: list[str] = []
+    covered_state: set[str] = set()
+    covered_out: set[tuple[str, str]] = set()
+    for run in sorted((state_root / "runs").glob("*/*")):
+        for path, record in _pending_records(run):
+            if record["due_at"] < now - slack:
+                problems.append(f"cleanup record past due by {now - record['due_at']:.0f}s: {path}")
+            covered_state.update(record["state_paths"])
+            covered_out.update((root.removeprefix("file://"), p) for root, paths in record["outputs"].items() for p in paths)
+        for attempt in sorted(run.glob("attempts/*/*/*")):
+            relative = attempt.relative_to(state_root).as_posix()
+            if relative not in covered_state:
+                problems.append(f"attempt directory without a pending cleanup record: {relative}")
+    for root in output_roots:
+        for folder in ("_zeta_pending", "_zeta_tombstones"):
+            for entry in sorted((root / folder).glob("*/*/*")):
+                relative = entry.relative_to(root).as_posix()
+                if (str(root), relative) not in covered_out:
+                    problems.append(f"{folder} entry without a pending cleanup record: {root}/{relative}")
+    return problems
+
+
+def run_directory(state_root: Path, dag_id: str, run_id: str) -> Path:
+    from airflow_provider_zeta.core.paths import run_dir
+
+    return state_root / run_dir(dag_id, run_id)

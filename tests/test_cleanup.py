@@ -1,0 +1,152 @@
+"""G4/G5/G8 on real Airflow components (SQLite, fake drivers): the whole run cleared inside the
+retention window, a run marked failed by hand before its cleanup (the sweep), and a failed run.
+
+The kills of the triggerer and the scheduler inside the window, on both databases, are in
+``test_pipeline_publish.py`` (they share its clusters).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from urllib.parse import quote
+
+from airflow_provider_zeta.processes import pids_carrying
+from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
+from tests.test_deploy_windows import launches
+from tests.test_pipeline_publish import DAG_ID, SOURCES, expected_row_count, marker, published
+
+SWEEP_DAG = "zeta_sweep_test"
+
+
+def tokens_by_task(log) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for entry in launches(log):
+        found.setdefault(entry["task"], []).append(entry["token"])
+    return found
+
+
+def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(sqlite_fake_driver_cluster, tmp_path):
+    cluster = sqlite_fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    log = tmp_path / "launches.jsonl"
+    ds = "2026-04-01"
+    run_id = cluster.trigger_run(
+        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": 25}
+    )
+    cluster.wait_for_task(DAG_ID, run_id, "counting.cleanup", {"deferred"}, timeout=240)
+    first = marker(cluster, ds)
+    old_tokens = {t for tokens in tokens_by_task(log).values() for t in tokens}
+    old_record = json.loads(next((run_directory(state_root, DAG_ID, run_id) / "cleanup").glob("*-0.json")).read_text())
+    old_staging = [state_root / p for p in old_record["state_paths"]]
+    assert len(old_staging) == 3 and all(p.exists() for p in old_staging)
+
+    cluster.clear_run(DAG_ID, run_id)  # incarnation 1: every task again, new tokens
+    cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=300)
+    new_tokens = {t for tokens in tokens_by_task(log).values() for t in tokens} - old_tokens
+    assert len(new_tokens) == 3, tokens_by_task(log)
+    second = marker(cluster, ds)
+    assert second["incarnation"] == 1 and set(second["tokens"].values()) == new_tokens
+    # The old window's due time passed while incarnation 1 ran: its record was not carried out by
+    # anyone (the clear killed its wait) and the new incarnation published from its own staging.
+    result = cluster.xcom(DAG_ID, run_id, "counting.completed_point")
+    assert result["rule"] == "newer_incarnation" and result["tombstone"]
+
+    cluster.wait_for_task(DAG_ID, run_id, "counting.cleanup", {"deferred", "success"}, timeout=120)
+    new_record = json.loads(next((run_directory(state_root, DAG_ID, run_id) / "cleanup").glob("*-1.json")).read_text())
+    assert new_record["adopted"] == [0]
+    assert {p.rsplit("/", 1)[-1] for p in new_record["state_paths"]} == old_tokens | new_tokens
+    cluster.wait_for_run(DAG_ID, run_id, timeout=180)
+    assert not any(p.exists() for p in old_staging)
+    assert marker(cluster, ds) == second, "the cleanup touched the published partition"
+    rows = published(cluster, ds)
+    for source in SOURCES:
+        assert {r["token"] for r in rows[source]} == {second["tokens"][source]}
+        assert len(rows[source]) == expected_row_count(source)
+    assert first["commit_id"] != second["commit_id"]
+    assert not (output / "_zeta_tombstones").exists() or not any((output / "_zeta_tombstones").rglob("*"))
+    assert leftovers_past_due(state_root, [output]) == []
+
+
+def start_held_run(cluster, tmp_path, ds: str, name: str):
+    """A run whose three drivers keep running (no release), all three deploy tasks deferred."""
+    log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
+    release.mkdir()
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+    cluster.wait_for(lambda: len(launches(log)) == 3, 120, "three drivers running")
+    for source in SOURCES:
+        cluster.wait_for_task(DAG_ID, run_id, f"counting.deploy_{source}", {"deferred"}, timeout=60)
+    return run_id, [e["token"] for e in launches(log)]
+
+
+def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_sweep(sqlite_fake_driver_cluster, tmp_path):
+    """With the triggerer down no trigger's on_kill stops the drivers when a run is marked failed.
+
+    1. Airflow keeps a teardown when a run is marked failed: the cleanup still runs, stops the
+       drivers and deletes the staging.
+    2. When the cleanup task itself was marked too (it never runs), the sweep stops the drivers,
+       gives the leftovers the retention window, and a later sweep deletes them.
+    """
+    cluster = sqlite_fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    cluster.wait_for_dag(SWEEP_DAG)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    by_teardown, teardown_tokens = start_held_run(cluster, tmp_path, "2026-04-02", "teardown")
+    by_sweep, sweep_tokens = start_held_run(cluster, tmp_path, "2026-04-04", "sweep")
+    cluster.kill("triggerer")
+    try:
+        cluster.api(
+            "PATCH",
+            f"/dags/{DAG_ID}/dagRuns/{quote(by_sweep, safe='')}/taskInstances/counting.cleanup",
+            {"new_state": "failed"},
+        )
+        for run_id in (by_teardown, by_sweep):
+            cluster.set_run_state(DAG_ID, run_id, "failed")
+
+        # 1. the teardown ran although the run was marked failed
+        cluster.wait_for_run(DAG_ID, by_teardown, states={"failed"}, timeout=120)
+        assert cluster.task_instance(DAG_ID, by_teardown, "counting.cleanup")["state"] == "success"
+        assert not any(pids_carrying(t) for t in teardown_tokens)
+        assert not run_directory(state_root, DAG_ID, by_teardown).exists()
+
+        # 2. no cleanup ran for the other run: its drivers outlive it until the sweep
+        assert all(pids_carrying(t) for t in sweep_tokens), "drivers should outlive the run here (no triggerer)"
+        sweep_1 = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
+        cluster.wait_for_run(SWEEP_DAG, sweep_1, timeout=120)
+        summary = cluster.xcom(SWEEP_DAG, sweep_1, "sweep")
+        assert sorted(summary["stopped_drivers"]) == sorted(sweep_tokens)
+        assert not any(pids_carrying(t) for t in sweep_tokens)
+        run = run_directory(state_root, DAG_ID, by_sweep)
+        sweep_record = json.loads((run / "cleanup" / "sweep.json").read_text())
+        assert len(sweep_record["state_paths"]) == 3 and sweep_record["due_at"] > time.time()
+        assert leftovers_past_due(state_root, [output]) == []  # retained, not orphaned
+
+        time.sleep(max(0.0, sweep_record["due_at"] - time.time()) + 1)
+        sweep_2 = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
+        cluster.wait_for_run(SWEEP_DAG, sweep_2, timeout=120)
+        assert cluster.xcom(SWEEP_DAG, sweep_2, "sweep")["deleted_paths"] == 3
+        assert not run.exists()
+        assert leftovers_past_due(state_root, [output]) == []
+    finally:
+        cluster.start_component("triggerer")
+        cluster.wait_healthy()
+
+
+def test_failed_sources_fail_the_run_although_the_cleanup_runs_last(sqlite_fake_driver_cluster, tmp_path):
+    cluster = sqlite_fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    log = tmp_path / "launches.jsonl"
+    ds = "2026-04-03"
+    run_id = cluster.trigger_run(
+        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "fail_source": "beta"}
+    )
+    cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=300)
+    states = {ti["task_id"]: ti["state"] for ti in cluster.task_instances(DAG_ID, run_id)}
+    assert states["counting.deploy_beta"] == "failed"
+    assert states["counting.completed_point"] == "upstream_failed"
+    assert states["counting.cleanup"] == "success", states
+    assert not (output / f"ds={ds}").exists()
+    assert not run_directory(state_root, DAG_ID, run_id).exists(), "the failed run's staging was cleaned"
+    assert leftovers_past_due(state_root, [output]) == []

@@ -1,0 +1,236 @@
+"""The delayed cleanup's, ownership guard's and sweep's rules (core/cleanup.py): pure, no I/O."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_provider_zeta.core.cleanup import (
+    CleanupRecord,
+    DriverView,
+    Leftovers,
+    RecordStatus,
+    RunPhase,
+    RunView,
+    StartAction,
+    decide_start,
+    new_record,
+    parse_cleanup_record,
+    plan_sweep,
+    wait_until,
+)
+from airflow_provider_zeta.core.ledger import CorruptState
+from airflow_provider_zeta.core.paths import attempt_dir, run_pending_dir, run_tombstones_dir
+
+DAG, RUN = "sales", "manual__2026-11-01T00:00:00+00:00"
+T0 = 1_800_000_000.0
+RETENTION = 600.0
+
+
+def attempt(token: str, task: str = "p.deploy_a") -> str:
+    return attempt_dir(DAG, RUN, task, -1, token)
+
+
+def record(incarnation: int | None = 0, due: float = T0 + RETENTION, **changes) -> CleanupRecord:
+    base = CleanupRecord(
+        dag_id=DAG,
+        run_id=RUN,
+        incarnation=incarnation,
+        owner="p.cleanup" if incarnation is not None else "sweep",
+        created_at=due - RETENTION,
+        due_at=due,
+        state_paths=(attempt("t1"),),
+        outputs={"/data/out": (f"{run_tombstones_dir(DAG, RUN)}/ds=2026-11-01-c0",)},
+    )
+    return base.with_changes(**changes)
+
+
+# -- the record -----------------------------------------------------------------------------------
+
+
+def test_record_round_trips_through_file_bytes_and_state_store_values():
+    original = record(adopted=(0,), stopped_drivers=("t9",))
+    assert parse_cleanup_record(original.to_json(), "f") == original
+    assert parse_cleanup_record(original.to_value(), "store") == original
+    assert parse_cleanup_record(None, "f") is None
+
+
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        (b'{"dag_id": "sales", "run_', "unreadable"),
+        (b"[1, 2]", "not an object"),
+        (json.dumps({"dag_id": DAG}).encode(), "'run_id'"),
+        (json.dumps({**record().to_value(), "due_at": "soon"}).encode(), "due_at"),
+        (json.dumps({**record().to_value(), "state_paths": "runs/x"}).encode(), "list of strings"),
+    ],
+)
+def test_corrupt_record_is_a_clear_error_naming_where(raw, fragment):
+    with pytest.raises(CorruptState, match="cleanup record /state/x.json") as caught:
+        parse_cleanup_record(raw, "/state/x.json")
+    assert fragment in str(caught.value) and "Nothing was deleted" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "state_paths, outputs",
+    [
+        (("runs/sales/other-run/attempts/t/-1/x",), {}),  # another run's attempt
+        ((attempt("t1") + "/../../../../../../etc",), {}),  # climbs out
+        (("/etc/passwd",), {}),
+        ((), {"/data/out": ("ds=2026-11-01",)}),  # a published partition
+        ((), {"/data/out": (f"{run_tombstones_dir(DAG, 'another')}/ds=x-c",)}),  # another run's tombstone
+        ((), {"/data/out": ("_zeta_tombstones",)}),  # the whole tombstone area
+    ],
+)
+def test_record_naming_anything_outside_its_run_is_refused(state_paths, outputs):
+    bad = record(state_paths=state_paths, outputs=outputs)
+    with pytest.raises(CorruptState, match="Nothing was deleted"):
+        parse_cleanup_record(bad.to_json(), "f")
+
+
+def test_pending_and_tombstone_dirs_of_the_run_are_allowed():
+    ok = record(outputs={"s3://b/t": (f"{run_pending_dir(DAG, RUN)}/c1-ab", f"{run_tombstones_dir(DAG, RUN)}/ds=d-c0")})
+    assert parse_cleanup_record(ok.to_json(), "f") == ok
+
+
+# -- starting and resuming the window ----------------------------------------------------------------
+
+
+def test_no_record_opens_the_window():
+    assert decide_start(0, None, None).action is StartAction.NEW
+
+
+def test_restart_in_the_window_keeps_the_original_due_time():
+    stored = record(0, due=T0 + 100)
+    decision = decide_start(0, stored, stored)
+    assert decision.action is StartAction.RESUME and decision.record.due_at == T0 + 100
+
+
+def test_crash_between_file_and_store_write_resumes_from_the_file():
+    on_file = record(0, due=T0 + 100)
+    decision = decide_start(0, None, on_file)
+    assert (decision.action, decision.rule, decision.record) == (StartAction.RESUME, "resume_from_file", on_file)
+
+
+def test_cleaned_record_makes_a_rerun_a_no_op():
+    cleaned = record(0, status=RecordStatus.CLEANED, cleaned_at=T0)
+    assert decide_start(0, cleaned, None).action is StartAction.ALREADY_CLEANED
+
+
+def test_record_of_an_older_incarnation_opens_a_new_window_that_adopts_it():
+    old = record(0, due=T0 + 100)
+    decision = decide_start(1, old, None)
+    assert decision.action is StartAction.NEW
+    leftovers = Leftovers((attempt("t2"),), {})
+    adopted = new_record(DAG, RUN, 1, "p.cleanup", T0 + 50, RETENTION, leftovers, [old])
+    assert adopted.adopted == (0,)
+    assert set(adopted.state_paths) == {attempt("t1"), attempt("t2")}
+    assert adopted.outputs == {"/data/out": old.outputs["/data/out"]}
+    assert adopted.due_at == T0 + 50 + RETENTION
+
+
+def test_a_cleaned_older_record_is_adopted_without_its_paths():
+    old = record(0, status=RecordStatus.CLEANED)
+    adopted = new_record(DAG, RUN, 1, "p.cleanup", T0, RETENTION, Leftovers(), [old])
+    assert adopted.adopted == (0,) and adopted.state_paths == () and adopted.outputs == {}
+
+
+@pytest.mark.parametrize("stored, on_file", [(CorruptState("bad"), None), (None, CorruptState("bad"))])
+def test_corrupt_record_fails_the_start(stored, on_file):
+    decision = decide_start(0, stored, on_file)
+    assert decision.action is StartAction.FAIL and decision.rule == "corrupt_record"
+
+
+def test_record_of_a_newer_incarnation_means_a_stale_try():
+    decision = decide_start(0, record(2), None)
+    assert (decision.action, decision.rule) == (StartAction.FAIL, "future_record")
+
+
+# -- the due time ------------------------------------------------------------------------------------
+
+
+def test_due_time_in_the_future_is_waited_for():
+    assert wait_until(record(due=T0 + 100), T0, RETENTION) == T0 + 100
+
+
+def test_due_time_in_the_past_at_restore_means_clean_now():
+    # A long outage, or this host's clock ahead of the one that wrote the record.
+    assert wait_until(record(due=T0 - 5), T0, RETENTION) is None
+    assert wait_until(record(due=T0), T0, RETENTION) is None
+
+
+def test_due_time_from_a_clock_far_ahead_is_capped_at_one_window():
+    assert wait_until(record(due=T0 + 10 * RETENTION), T0, RETENTION) == T0 + RETENTION
+
+
+# -- the sweep ---------------------------------------------------------------------------------------
+
+
+def driver(token: str, live: bool = True, task_state: str | None = None) -> DriverView:
+    return DriverView(token, attempt(token), "p.deploy_a", live, task_state)
+
+
+def view(run_state, records=(), leftovers=Leftovers(), drivers=()) -> RunView:
+    return RunView(DAG, RUN, run_state, tuple(records), leftovers, tuple(drivers))
+
+
+def test_active_run_is_left_to_its_own_cleanup_but_drivers_of_finished_tasks_are_stopped():
+    plan = plan_sweep(
+        view("running", [record(0, due=T0 - 1)], drivers=[driver("a", task_state="failed"), driver("b", task_state="deferred")]),
+        T0,
+        RETENTION,
+    )
+    assert plan.rule == "run_active" and plan.carry_out == () and plan.write is None
+    assert [d.token for d in plan.stop] == ["a"]
+    assert plan.phase is RunPhase.RUNNING  # a driver is still working
+
+
+def test_active_run_whose_cleanup_waits_is_listed_as_retained():
+    plan = plan_sweep(view("running", [record(0)], drivers=[driver("a", live=False)]), T0, RETENTION)
+    assert plan.phase is RunPhase.RETAINED and plan.retained_until == T0 + RETENTION
+
+
+def test_run_marked_failed_before_its_cleanup_gets_a_sweep_record_and_its_drivers_stopped():
+    leftovers = Leftovers((attempt("a"),), {})
+    plan = plan_sweep(view("failed", leftovers=leftovers, drivers=[driver("a")]), T0, RETENTION)
+    assert plan.rule == "record_leftovers" and plan.phase is RunPhase.UNRECORDED
+    assert [d.token for d in plan.stop] == ["a"]
+    assert plan.write.incarnation is None and plan.write.state_paths == (attempt("a"),)
+    assert plan.write.due_at == T0 + RETENTION and plan.carry_out == () and not plan.forget_run
+
+
+def test_past_due_record_of_an_ended_run_is_carried_out_with_late_leftovers():
+    due = record(0, due=T0 - 1)
+    stray = Leftovers((attempt("t1"), attempt("late")), {})
+    plan = plan_sweep(view("success", [due], leftovers=stray), T0, RETENTION)
+    assert plan.rule == "past_due" and plan.phase is RunPhase.CLEANUP_DUE
+    assert set(plan.carry_out[0].state_paths) == {attempt("t1"), attempt("late")}
+    assert plan.forget_run
+
+
+def test_record_not_yet_due_is_kept():
+    plan = plan_sweep(view("failed", [record(0, due=T0 + 5)], leftovers=Leftovers((attempt("t1"),), {})), T0, RETENTION)
+    assert plan.rule == "retained" and plan.carry_out == () and plan.write is None and not plan.forget_run
+
+
+def test_new_leftovers_join_the_sweep_record_without_moving_its_due_time():
+    sweep_record = record(None, due=T0 + 5)
+    plan = plan_sweep(view("failed", [sweep_record], leftovers=Leftovers((attempt("t1"), attempt("x")), {})), T0, RETENTION)
+    assert plan.write.due_at == T0 + 5 and set(plan.write.state_paths) == {attempt("t1"), attempt("x")}
+
+
+def test_corrupt_record_stops_drivers_but_deletes_nothing():
+    plan = plan_sweep(view("failed", [CorruptState("bad"), record(0, due=T0 - 1)], drivers=[driver("a")]), T0, RETENTION)
+    assert plan.rule == "corrupt_record" and plan.carry_out == () and plan.write is None and not plan.forget_run
+    assert [d.token for d in plan.stop] == ["a"]
+
+
+def test_deleted_run_is_swept_like_an_ended_one():
+    plan = plan_sweep(view(None, [record(0, due=T0 - 1)]), T0, RETENTION)
+    assert plan.reason.startswith("run_gone") and plan.carry_out
+
+
+def test_ended_run_with_nothing_left_forgets_its_bookkeeping():
+    plan = plan_sweep(view("success", [record(0, status=RecordStatus.CLEANED)]), T0, RETENTION)
+    assert plan.rule == "nothing_left" and plan.forget_run and plan.phase is RunPhase.CLEANED
