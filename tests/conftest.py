@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,19 @@ def fake_driver_cluster(request):
 def sqlite_fake_driver_cluster(request):
     """As ``fake_driver_cluster``, SQLite only: for tests of the ledger protocol, not of the DB."""
     yield from _module_cluster(request, "sqlite")
+
+
+def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -> None:
+    """G4 after a test: within ``timeout`` (runs finish their cleanup), no staging, tombstone,
+    pending directory or cleanup record in the cluster's state root and pipeline output is past due
+    or without a pending record. Skipped after a failed test (its own failure says more)."""
+    if _test_failed(request.node):
+        return
+    from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+
+    cluster = request.getfixturevalue(cluster_fixture)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    deadline = time.monotonic() + timeout
+    while (problems := leftovers_past_due(state_root, [output])) and time.monotonic() < deadline:
+        time.sleep(2)
+    assert problems == [], problems

@@ -11,12 +11,21 @@ import json
 import time
 from urllib.parse import quote
 
+import pytest
+
 from airflow_provider_zeta.processes import pids_carrying
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
+from tests.conftest import check_nothing_past_due
 from tests.test_deploy_windows import launches
 from tests.test_pipeline_publish import DAG_ID, SOURCES, expected_row_count, marker, published
 
 SWEEP_DAG = "zeta_sweep_test"
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_past_due(request):
+    yield
+    check_nothing_past_due(request, "sqlite_fake_driver_cluster")
 
 
 def tokens_by_task(log) -> dict[str, list[str]]:

@@ -12,11 +12,20 @@ import json
 import time
 from pathlib import Path
 
+import pytest
+
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
+from tests.conftest import check_nothing_past_due
 from tests.test_deploy_windows import launches
 
 DAG_ID = "pipeline_counting"
 SOURCES = ("alpha", "beta", "gamma")
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_past_due(request):
+    yield
+    check_nothing_past_due(request, "fake_driver_cluster")
 
 
 def expected_row_count(source: str) -> int:  # mirrors tests/jobs/counting_job.py

@@ -54,6 +54,7 @@ with the same retention; retained runs are told apart from running ones by ``Run
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
@@ -232,6 +233,56 @@ def merge_outputs(*groups: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
     return {root: tuple(sorted(paths)) for root, paths in sorted(merged.items()) if paths}
 
 
+# -- the record in a task state store ------------------------------------------------------------
+
+#: Task-state-store key of the record's header (owner, due time, status, digest of the paths).
+RECORD_KEY = "zeta_cleanup"
+#: A task-state-store value holds at most 65,535 bytes; a record of a 1000-source run lists ~100 kB
+#: of paths, so the paths go into numbered keys of at most this many characters each.
+STORE_CHUNK_CHARS = 48_000
+
+
+def record_chunk_key(index: int) -> str:
+    return f"{RECORD_KEY}_paths_{index}"
+
+
+def record_store_values(record: CleanupRecord) -> list[tuple[str, Any]]:
+    """The (key, value) writes that store ``record``: the path chunks first, the header last.
+
+    The header names the number of chunks and the digest of their concatenation, so a reader
+    never combines a header with chunks of another record.
+    """
+    payload = json.dumps({"state_paths": list(record.state_paths), "outputs": record.to_value()["outputs"]}, sort_keys=True)
+    chunks = [payload[i : i + STORE_CHUNK_CHARS] for i in range(0, len(payload), STORE_CHUNK_CHARS)] or [""]
+    header = {k: v for k, v in record.to_value().items() if k not in ("state_paths", "outputs")}
+    header["paths_chunks"] = len(chunks)
+    header["paths_digest"] = hashlib.sha256(payload.encode()).hexdigest()
+    return [(record_chunk_key(i), {"data": chunk}) for i, chunk in enumerate(chunks)] + [(RECORD_KEY, header)]
+
+
+def record_from_store(header: Any, read_chunk: Any, where: str) -> CleanupRecord | None:
+    """Rebuild a record from its header and ``read_chunk(key)``; ``None`` when there is no header."""
+    if header is None:
+        return None
+    if not isinstance(header, Mapping) or "paths_chunks" not in header:
+        raise CorruptState(f"cleanup record {where} has no path index (paths_chunks). Nothing was deleted.")
+    try:
+        parts = [read_chunk(record_chunk_key(i)) for i in range(int(header["paths_chunks"]))]
+        payload = "".join(str(part["data"]) for part in parts)
+    except (TypeError, KeyError, ValueError):
+        raise CorruptState(f"cleanup record {where}: a path chunk is missing or unreadable. Nothing was deleted.") from None
+    if hashlib.sha256(payload.encode()).hexdigest() != header.get("paths_digest"):
+        raise CorruptState(
+            f"cleanup record {where}: its path chunks do not match the header's digest (a torn write). "
+            "Nothing was deleted."
+        )
+    try:
+        paths = json.loads(payload)
+    except ValueError:
+        raise CorruptState(f"cleanup record {where}: its paths are not valid JSON. Nothing was deleted.") from None
+    return parse_cleanup_record({**header, **paths}, where)
+
+
 # -- the cleanup task ---------------------------------------------------------------------------
 
 
@@ -287,6 +338,28 @@ def decide_start(
             StartAction.RESUME, "resume_from_file", f"keeps the due time {on_file.due_at:.0f} of the record file", on_file
         )
     return StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")
+
+
+def decide_resume(incarnation: int, stored: CleanupRecord | CorruptState | None) -> StartDecision:
+    """What a cleanup task does when its wait ends (the trigger fired, or a restart resumed it).
+
+    Only the task state store counts here: the record was written there before the wait began, so
+    a missing or foreign one means outside damage — fail and delete nothing (the sweep deletes the
+    run's data once the run has ended, from the record file).
+    """
+    if isinstance(stored, CorruptState):
+        return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
+    if stored is None or stored.incarnation != incarnation:
+        found = "none" if stored is None else f"one of incarnation {stored.incarnation}"
+        return StartDecision(
+            StartAction.FAIL,
+            "missing_record",
+            f"the task state store holds no cleanup record of incarnation {incarnation} after the wait "
+            f"(found {found}); nothing was deleted. The sweep deletes the run's data once the run has ended.",
+        )
+    if stored.status is RecordStatus.CLEANED:
+        return StartDecision(StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored)
+    return StartDecision(StartAction.RESUME, "due", f"the wait for {stored.due_at:.0f} ended", stored)
 
 
 def new_record(

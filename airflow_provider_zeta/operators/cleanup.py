@@ -42,12 +42,16 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.cleanup import (
+    RECORD_KEY,
     CleanupRecord,
     RecordStatus,
     StartAction,
+    decide_resume,
     decide_start,
     new_record,
     parse_cleanup_record,
+    record_from_store,
+    record_store_values,
     wait_until,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
@@ -67,8 +71,6 @@ from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Task-state-store key of the record (JSON, well under the 64 KiB value limit for thousands of paths).
-RECORD_KEY = "zeta_cleanup"
 #: Written just before deleting: the execution API refuses it from a try that was cleared or reset.
 FENCE_KEY = "zeta_cleanup_deleting"
 
@@ -129,7 +131,7 @@ class DelayedCleanupOperator(BaseOperator):
             record = decision.record
             assert record is not None
             if stored != record:
-                context["task_state_store"].set(RECORD_KEY, record.to_value())
+                self._store(context, record)
         else:
             record = self._open_window(context, state, dag_id, run_id, incarnation, retention, stored)
         return self._wait_or_clean(context, state, record, retention)
@@ -137,19 +139,14 @@ class DelayedCleanupOperator(BaseOperator):
     def execute_complete(self, context: Context, event: Any = None) -> Any:
         state, retention = self._state_and_retention()
         _, _, incarnation = self._owner(context)
-        stored = self._stored(context)
-        if isinstance(stored, CorruptState):
-            raise AirflowFailException(f"[zeta.cleanup.corrupt_record] {stored}")
-        if stored is None or stored.incarnation != incarnation:
-            raise AirflowFailException(
-                f"[zeta.cleanup.missing_record] the task state store of {self.task_id} holds no cleanup record of "
-                f"incarnation {incarnation} after the wait (found {stored and stored.incarnation!r}); nothing was "
-                "deleted. The sweep deletes the run's data once the run has ended."
-            )
-        if stored.status is RecordStatus.CLEANED:
-            self.log.info("zeta.cleanup.already_cleaned: nothing to do")
-            return self._summary(stored, deleted=None)
-        return self._wait_or_clean(context, state, stored, retention)
+        decision = decide_resume(incarnation, self._stored(context))
+        self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
+        if decision.action is StartAction.FAIL:
+            raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
+        assert decision.record is not None
+        if decision.action is StartAction.ALREADY_CLEANED:
+            return self._summary(decision.record, deleted=None)
+        return self._wait_or_clean(context, state, decision.record, retention)
 
     def failure_window(self, name: str, context: Context) -> None:
         """Hook for tests: called at ``after_record_file``, ``before_delete``, ``after_delete``."""
@@ -170,7 +167,7 @@ class DelayedCleanupOperator(BaseOperator):
         )
         write_record_file(state, record)  # 1. the file: the sweep finds it even if this task never returns
         self.failure_window("after_record_file", context)
-        context["task_state_store"].set(RECORD_KEY, record.to_value())  # 2. the task's own copy
+        self._store(context, record)  # 2. the task's own copy
         self.log.info(
             "zeta.cleanup: record of incarnation %d: %d paths, adopted %s, due in %.0fs",
             incarnation,
@@ -217,7 +214,7 @@ class DelayedCleanupOperator(BaseOperator):
         self.failure_window("before_delete", context)
         deleted = carry_out(state, record, open_state_storage, before_delete=fence)
         done = record.with_changes(status=RecordStatus.CLEANED, cleaned_at=time.time())
-        store.set(RECORD_KEY, done.to_value())
+        self._store(context, done)
         self.failure_window("after_delete", context)
         remaining = []
         for other in read_records(state, record.dag_id, record.run_id):
@@ -247,12 +244,19 @@ class DelayedCleanupOperator(BaseOperator):
         return list(self.task_ids) if self.task_ids is not None else sorted(self.upstream_task_ids)
 
     def _stored(self, context: Context) -> CleanupRecord | CorruptState | None:
+        store = context["task_state_store"]
         try:
-            return parse_cleanup_record(
-                context["task_state_store"].get(RECORD_KEY), f"task state store key {RECORD_KEY!r} of {self.task_id}"
+            return record_from_store(
+                store.get(RECORD_KEY), store.get, f"in the task state store of {self.task_id} ({RECORD_KEY}*)"
             )
         except CorruptState as error:
             return error
+
+    @staticmethod
+    def _store(context: Context, record: CleanupRecord) -> None:
+        store = context["task_state_store"]
+        for key, value in record_store_values(record):
+            store.set(key, value)
 
     @staticmethod
     def _summary(record: CleanupRecord, deleted: int | None) -> dict[str, Any]:

@@ -14,9 +14,12 @@ from airflow_provider_zeta.core.cleanup import (
     RunPhase,
     RunView,
     StartAction,
+    decide_resume,
     decide_start,
     new_record,
     parse_cleanup_record,
+    record_from_store,
+    record_store_values,
     plan_sweep,
     wait_until,
 )
@@ -147,6 +150,22 @@ def test_record_of_a_newer_incarnation_means_a_stale_try():
     assert (decision.action, decision.rule) == (StartAction.FAIL, "future_record")
 
 
+@pytest.mark.parametrize(
+    "stored, rule",
+    [(None, "missing_record"), (CorruptState("bad"), "corrupt_record"), ("other", "missing_record")],
+)
+def test_missing_or_corrupt_record_after_the_wait_fails_and_deletes_nothing(stored, rule):
+    if stored == "other":
+        stored = record(3)
+    decision = decide_resume(0, stored)
+    assert (decision.action, decision.rule, decision.record) == (StartAction.FAIL, rule, None)
+
+
+def test_record_after_the_wait_is_carried_out_or_was_already():
+    assert decide_resume(0, record(0)).action is StartAction.RESUME
+    assert decide_resume(0, record(0, status=RecordStatus.CLEANED)).action is StartAction.ALREADY_CLEANED
+
+
 # -- the due time ------------------------------------------------------------------------------------
 
 
@@ -234,3 +253,24 @@ def test_deleted_run_is_swept_like_an_ended_one():
 def test_ended_run_with_nothing_left_forgets_its_bookkeeping():
     plan = plan_sweep(view("success", [record(0, status=RecordStatus.CLEANED)]), T0, RETENTION)
     assert plan.rule == "nothing_left" and plan.forget_run and plan.phase is RunPhase.CLEANED
+
+
+# -- the record in a task state store ----------------------------------------------------------------
+
+
+def test_a_thousand_source_record_fits_the_task_state_store_in_chunks():
+    big = record(0, state_paths=tuple(attempt(f"{i:032d}", f"pipeline.deploy_source_{i:04d}") for i in range(1000)))
+    values = record_store_values(big)
+    assert all(len(json.dumps(v)) < 65_535 for _, v in values) and len(values) > 2
+    assert values[-1][0] == "zeta_cleanup", "the header is written last"
+    stored = dict(values)
+    assert record_from_store(stored["zeta_cleanup"], stored.get, "store") == big
+    assert record_from_store(None, stored.get, "store") is None
+
+
+def test_chunks_of_another_record_are_detected():
+    first, second = dict(record_store_values(record(0))), dict(record_store_values(record(0, state_paths=(attempt("zz"),))))
+    with pytest.raises(CorruptState, match="digest"):
+        record_from_store(first["zeta_cleanup"], second.get, "store")
+    with pytest.raises(CorruptState, match="missing"):
+        record_from_store(first["zeta_cleanup"], lambda key: None, "store")
