@@ -58,11 +58,29 @@ class FreshnessJudgement:
 
 
 def current_attempt(ledgers: Iterable[Ledger]) -> Ledger | None:
-    """The attempt a job is on now: the newest running one, else the newest of all (by start)."""
+    """The attempt a job is on now: the newest one by start, whatever its status.
+
+    At most one driver of a task is live at a time (G1): a newer attempt is only started once the
+    older one is over, so the newest is the current one. An older ledger still saying ``running``
+    is a driver that was killed without writing its end (SIGKILL, lost host), never the current one.
+    """
     ledgers = list(ledgers)
-    running = [ledger for ledger in ledgers if ledger.status is LedgerStatus.RUNNING]
-    pool = running or ledgers
-    return max(pool, key=lambda ledger: (ledger.started_at, ledger.token)) if pool else None
+    return max(ledgers, key=lambda ledger: (ledger.started_at, ledger.token)) if ledgers else None
+
+
+def current_ledger(ledgers: Iterable[Ledger | CorruptState]) -> Ledger | CorruptState | None:
+    """What counts for a job when some of its attempts' ledgers may be unreadable.
+
+    The current readable attempt (``current_attempt``) wins; an unreadable ledger has no start time
+    to be compared by, so it counts only when no ledger can be read: then nobody can tell the job's
+    progress, and the first unreadable one is the answer (the watch fails, the page shows
+    ``corrupt``). ``None`` when there is no ledger at all. Used by the sensor and by the page.
+    """
+    ledgers = list(ledgers)
+    current = current_attempt(ledger for ledger in ledgers if isinstance(ledger, Ledger))
+    if current is not None:
+        return current
+    return next((ledger for ledger in ledgers if isinstance(ledger, CorruptState)), None)
 
 
 def progress_mark(ledger: Ledger) -> float:

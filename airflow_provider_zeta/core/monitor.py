@@ -56,7 +56,7 @@ from airflow_provider_zeta.core.cleanup import (
     RunView,
     plan_sweep,
 )
-from airflow_provider_zeta.core.freshness import checkpoint_age, current_attempt, describe_age
+from airflow_provider_zeta.core.freshness import checkpoint_age, current_ledger, describe_age
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, classify_ledger
 from airflow_provider_zeta.core.paths import attempt_dir
 
@@ -212,9 +212,8 @@ def safe_link(url: str | None) -> str | None:
 
 
 def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: float, lost_after: float) -> SourceStatus:
-    readable = [ledger for ledger in ledgers if isinstance(ledger, Ledger)]
-    corrupt = [ledger for ledger in ledgers if isinstance(ledger, CorruptState)]
-    ledger = current_attempt(readable)
+    current = current_ledger(ledgers)
+    ledger = current if isinstance(current, Ledger) else None
     name = task.task_id.rsplit(".", 1)[-1]
     source = (ledger.source if ledger and ledger.source else None) or name.removeprefix("deploy_")
     if ledger is None:
@@ -223,7 +222,7 @@ def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: 
             task_id=task.task_id,
             map_index=task.map_index,
             task_state=task.state,
-            driver="corrupt" if corrupt else "missing",
+            driver="corrupt" if current is not None else "missing",
             token=None,
             attempts=len(ledgers),
             heartbeat_age=None,
@@ -231,7 +230,7 @@ def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: 
             checkpoints=0,
             rows=None,
             spark_ui_url=None,
-            error=redact(str(corrupt[0]))[:500] if corrupt else None,
+            error=redact(str(current))[:500] if current is not None else None,
         )
     running = not ledger.status.terminal
     return SourceStatus(

@@ -296,12 +296,11 @@ class Monitor:
         row, status = self._statuses(rows)[0]
         return run_json(status, row, self.now)
 
-    def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | None:
-        from airflow_provider_zeta.core.freshness import current_attempt
+    def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
+        from airflow_provider_zeta.core.freshness import current_ledger
         from airflow_provider_zeta.sensors.checkpoint_freshness import read_attempt_ledgers
 
-        ledgers = read_attempt_ledgers(self.reader.storage, dag_id, run_id, task_id, map_index)
-        return current_attempt(ledger for ledger in ledgers if isinstance(ledger, Ledger))
+        return current_ledger(read_attempt_ledgers(self.reader.storage, dag_id, run_id, task_id, map_index))
 
 
 # ---------------------------------------------------------------------------- the app
@@ -361,6 +360,8 @@ def build_app():
         ledger = monitor.current_ledger(dag_id, run_id, task_id, map_index)
         if ledger is None:
             return PlainTextResponse(f"{dag_id}.{task_id} has no driver attempt in run {run_id} yet.", status_code=404)
+        if isinstance(ledger, CorruptState):
+            return PlainTextResponse(f"the driver ledger of {dag_id}.{task_id} cannot be read: {redact(str(ledger))}\n")
         ui = safe_link(ledger.spark_ui_url)
         if ui and ledger.status is LedgerStatus.RUNNING:
             return RedirectResponse(ui, status_code=307)

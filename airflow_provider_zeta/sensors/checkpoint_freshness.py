@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_zeta.core.freshness import Freshness, FreshnessJudgement, current_attempt, judge_freshness
+from airflow_provider_zeta.core.freshness import Freshness, FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
@@ -94,12 +94,9 @@ class JobWatch:
     def ledger(self) -> Ledger | CorruptState | None:
         if self._storage is None:
             self._storage = open_state_storage(self.state_root)
-        ledgers = read_attempt_ledgers(self._storage, self.dag_id, self.run_id, self.job_task_id, self.map_index)
-        readable = [ledger for ledger in ledgers if isinstance(ledger, Ledger)]
-        current = current_attempt(readable)
-        if current is None and len(readable) < len(ledgers):
-            return next(ledger for ledger in ledgers if isinstance(ledger, CorruptState))
-        return current
+        return current_ledger(
+            read_attempt_ledgers(self._storage, self.dag_id, self.run_id, self.job_task_id, self.map_index)
+        )
 
     def judge(self) -> FreshnessJudgement:
         # Task state first: a job that ended between the two reads is then judged by its ledger as

@@ -8,6 +8,7 @@ from airflow_provider_zeta.core.cleanup import CleanupRecord, RecordStatus, RunP
 from airflow_provider_zeta.core.freshness import (
     Freshness,
     current_attempt,
+    current_ledger,
     describe_age,
     judge_freshness,
     next_look,
@@ -93,13 +94,40 @@ def test_threshold_must_be_positive():
         judge_freshness("j", None, None, NOW, 0)
 
 
-def test_current_attempt_prefers_the_newest_running_one():
+def test_current_attempt_is_the_newest_by_start_whatever_its_status():
     old_running = ledger("a", started=NOW - 50)
     new_failed = ledger("b", LedgerStatus.FAILED, started=NOW - 10)
     newest_running = ledger("c", started=NOW - 20)
-    assert current_attempt([old_running, new_failed, newest_running]).token == "c"
+    assert current_attempt([old_running, new_failed, newest_running]).token == "b"
+    assert current_attempt([old_running, newest_running]).token == "c"
     assert current_attempt([new_failed, ledger("d", LedgerStatus.CANCELLED, started=NOW - 30)]).token == "b"
     assert current_attempt([]) is None
+
+
+def test_a_killed_older_attempt_still_saying_running_does_not_hide_a_newer_one():
+    # Attempt A was SIGKILLed (its ledger says "running" forever); attempt B ran and succeeded.
+    killed = ledger("a", started=NOW - 900, beat=NOW - 800, ckpt=NOW - 800)
+    succeeded = ledger("b", LedgerStatus.SUCCEEDED, started=NOW - 300, beat=NOW - 5, ckpt=NOW - 6)
+    assert current_attempt([killed, succeeded]).token == "b"
+    judgement = judge_freshness("j", "running", current_ledger([killed, succeeded]), NOW, 60)
+    assert (judgement.verdict, judgement.rule, judgement.token) == (Freshness.WATCHING, "between_attempts", "b")
+    # The page shows B's driver, not A's lost one.
+    tasks = pipeline_tasks()
+    facts = RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [killed, succeeded]})
+    source = only_pipeline(run_status(facts, NOW, 60)).sources[2]
+    assert (source.driver, source.token, source.attempts) == ("succeeded", "b", 2)
+    # A newer running attempt after both is followed.
+    retry = ledger("c", started=NOW - 30, ckpt=NOW - 10)
+    assert judge_freshness("j", "running", current_ledger([killed, succeeded, retry]), NOW, 60).token == "c"
+
+
+def test_which_ledger_counts_when_some_are_unreadable():
+    bad = CorruptState("ledger x is not valid JSON")
+    good = ledger("a", started=NOW - 50)
+    assert current_ledger([bad, good]) is good
+    assert current_ledger([bad]) is bad
+    assert current_ledger([]) is None
+    assert judge_freshness("j", "running", current_ledger([bad]), NOW, 30).rule == "ledger_unreadable"
 
 
 def test_describe_age():
