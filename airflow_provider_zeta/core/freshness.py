@@ -137,7 +137,7 @@ def judge_freshness(
         return FreshnessJudgement(
             Freshness.STALE,
             "checkpoint_stale",
-            f"{where}: {since} was {describe_age(age)} ago ({age:.0f}s), more than the threshold of "
+            f"{where}: {since} was {describe_age(age)} ago ({age:.1f}s), more than the threshold of "
             f"{threshold:.0f}s; driver heartbeat {describe_age(ledger.heartbeat_age(now))} ago, "
             f"{ledger.checkpoints} checkpoint(s) so far",
             ledger.token,

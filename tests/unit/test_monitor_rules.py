@@ -57,7 +57,7 @@ def test_a_fresh_running_job_is_watched_until_its_checkpoint_would_go_stale():
 def test_a_stale_checkpoint_fails_with_the_job_and_the_age():
     judgement = judge_freshness("sales.deploy_emea", "deferred", ledger(ckpt=NOW - 95), NOW, threshold=60)
     assert (judgement.verdict, judgement.rule) == (Freshness.STALE, "checkpoint_stale")
-    assert "sales.deploy_emea" in judgement.message and "1m 35s ago (95s)" in judgement.message
+    assert "sales.deploy_emea" in judgement.message and "1m 35s ago (95.0s)" in judgement.message
     assert "threshold of 60s" in judgement.message and judgement.age == 95
 
 
