@@ -175,6 +175,11 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
         assert run_id not in body
         status, _, _ = get(cluster, path, "not-a-valid-jwt", **params)
         assert status in (401, 403), (path, status)
+    # No OpenAPI schema or docs under /zeta (FastAPI would serve them without authentication).
+    for path in ("/zeta/openapi.json", "/zeta/docs", "/zeta/redoc"):
+        for token in (None, admin):
+            status, body, _ = get(cluster, path, token)
+            assert status in (401, 403, 404) and "/api/runs" not in body, (path, status, body[:300])
 
     # alice may read monitor_other only: she sees its run and nothing of the pipeline's.
     alice = login(cluster, "alice")

@@ -43,7 +43,7 @@ For retained runs the outcome (``committed``/``failed``) is kept beside the phas
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Mapping, Sequence
 
@@ -248,6 +248,15 @@ def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: 
         spark_ui_url=safe_link(ledger.spark_ui_url) if running else None,
         error=(redact(ledger.error) or "")[:500] or None,
     )
+
+
+def without_log_details(source: SourceStatus) -> SourceStatus:
+    """A source as shown to a user who may read the DAG's runs but not its task logs.
+
+    The driver's error and its Spark UI link come from the driver (its log, its UI, which shows the
+    job's configuration and logs): they need the same access as ``/zeta/driver`` (``TASK_LOGS``).
+    """
+    return replace(source, spark_ui_url=None, error=None)
 
 
 def progress_phase(

@@ -1,10 +1,13 @@
 """The plugin's FastAPI app, mounted on the Airflow API server under ``/zeta``. Read-only.
 
-Endpoints (every one needs an authenticated Airflow user; anonymous requests get 401/403):
+Endpoints (every one needs an authenticated Airflow user; anonymous requests get 401/403; no
+OpenAPI schema or docs are served):
 
 ``GET /zeta/api/runs?section=running|retained|ended&dag_id=&limit=&offset=``
-    Pipeline runs of the DAGs the user may read (``get_authorized_dag_ids`` of the configured auth
-    manager), newest first, one section at a time, paginated.
+    Pipeline runs of the DAGs whose runs the user may read (``get_authorized_dag_ids`` of the
+    configured auth manager, then ``batch_is_authorized_dag`` with ``DagAccessEntity.RUN``, as
+    Airflow's own DAG-run list requires), newest first, one section at a time, paginated. Driver
+    errors and Spark UI links only for DAGs whose task logs the user may read (``TASK_LOGS``).
 ``GET /zeta/api/run?dag_id=&run_id=``
     One run; 403 without read access to the DAG's runs (``requires_access_dag``), 404 if unknown.
 ``GET /zeta/driver?dag_id=&run_id=&task_id=&map_index=``
@@ -43,6 +46,7 @@ from airflow_provider_zeta.core.monitor import (
     redact,
     run_status,
     safe_link,
+    without_log_details,
 )
 from airflow_provider_zeta.core.paths import (
     ATTEMPTS_DIR,
@@ -192,14 +196,17 @@ def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def run_json(status: RunStatus, row: dict[str, Any], now: float) -> dict[str, Any]:
+def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: bool) -> dict[str, Any]:
+    """One run as the API returns it; ``log_access``: the user may read the DAG's task logs."""
     pipelines = []
     for pipeline in status.pipelines:
         sources = []
         for source in pipeline.sources:
-            data = asdict(source)
+            data = asdict(source if log_access else without_log_details(source))
             data["ready"] = source.ready
-            data["driver_link"] = driver_link_path(status.dag_id, status.run_id, source.task_id, source.map_index)
+            data["driver_link"] = (
+                driver_link_path(status.dag_id, status.run_id, source.task_id, source.map_index) if log_access else None
+            )
             data["heartbeat_age_text"] = describe_age(source.heartbeat_age)
             data["checkpoint_age_text"] = describe_age(source.checkpoint_age)
             sources.append(data)
@@ -234,11 +241,12 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float) -> dict[str, An
 class Monitor:
     """One request's view: the user's DAGs, their runs, and their statuses."""
 
-    def __init__(self, session, dag_ids: set[str]) -> None:
+    def __init__(self, session, dag_ids: set[str], log_dag_ids: set[str] = frozenset()) -> None:
         from airflow_provider_zeta.settings import ZetaSettings
 
         self.session = session
-        self.dag_ids = dag_ids
+        self.dag_ids = dag_ids  # the user may read these DAGs' runs
+        self.log_dag_ids = log_dag_ids  # ... and their task logs (driver errors, Spark UI links)
         self.settings = ZetaSettings.load()
         self.reader = StateReader(self.settings.state_root)
         self.now = time.time()
@@ -286,7 +294,7 @@ class Monitor:
             "limit": limit,
             "offset": offset,
             "generated_at": self.now,
-            "runs": [run_json(status, row, self.now) for row, status in page],
+            "runs": [run_json(status, row, self.now, row["dag_id"] in self.log_dag_ids) for row, status in page],
         }
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
@@ -294,7 +302,7 @@ class Monitor:
         if not rows:
             return None
         row, status = self._statuses(rows)[0]
-        return run_json(status, row, self.now)
+        return run_json(status, row, self.now, dag_id in self.log_dag_ids)
 
     def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
         from airflow_provider_zeta.core.freshness import current_ledger
@@ -319,16 +327,41 @@ def build_app():
 
     from airflow_provider_zeta.plugins import page
 
+    # No OpenAPI schema nor docs: they would be served without authentication.
     app = FastAPI(
         title="Zeta pipelines",
         description="Read-only monitoring of airflow-provider-zeta pipelines (phase, ready k of N, drivers).",
+        openapi_url=None,
         docs_url=None,
         redoc_url=None,
     )
 
-    def readable_dag_ids(user, dag_id: str | None) -> set[str]:
-        allowed = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
-        return allowed & {dag_id} if dag_id else allowed
+    def authorized(user, session, dag_ids: set[str], access_entity) -> set[str]:
+        """The DAGs of ``dag_ids`` whose ``access_entity`` the user may read: one batch call to the auth
+        manager, then one per DAG only if the batch is refused."""
+        from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+        from airflow.models.dag import DagModel
+
+        if not dag_ids:
+            return set()
+        auth_manager = get_auth_manager()
+        teams = DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session)
+
+        def request(dag: str) -> dict[str, Any]:
+            return {"method": "GET", "access_entity": access_entity, "details": DagDetails(id=dag, team_name=teams.get(dag))}
+
+        if auth_manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
+            return set(dag_ids)
+        return {dag for dag in dag_ids if auth_manager.batch_is_authorized_dag([request(dag)], user=user)}
+
+    def monitor_for(user, session, dag_id: str | None) -> Monitor:
+        """A view limited as Airflow's own DAG-run list is: DAGs the user may read *and* whose runs he
+        may read; driver errors and Spark UI links only where he may also read task logs."""
+        readable = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+        if dag_id:
+            readable &= {dag_id}
+        runs = authorized(user, session, readable, DagAccessEntity.RUN)
+        return Monitor(session, runs, authorized(user, session, runs, DagAccessEntity.TASK_LOGS))
 
     def parse_section(value: str) -> Section:
         try:
@@ -345,11 +378,12 @@ def build_app():
         limit: Annotated[int, Query(ge=1, le=100)] = 25,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> dict[str, Any]:
-        return Monitor(session, readable_dag_ids(user, dag_id)).section(parse_section(section), limit, offset)
+        return monitor_for(user, session, dag_id).section(parse_section(section), limit, offset)
 
     @app.get("/api/run", dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))])
     def get_run(user: GetUserDep, session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
-        found = Monitor(session, {dag_id}).run(dag_id, run_id)
+        logs = authorized(user, session, {dag_id}, DagAccessEntity.TASK_LOGS)
+        found = Monitor(session, {dag_id}, logs).run(dag_id, run_id)
         if found is None:
             raise HTTPException(404, f"no run {run_id!r} of DAG {dag_id!r} with tasks of the zeta provider")
         return found
@@ -381,13 +415,15 @@ def build_app():
         dag_id: str | None = None,
         run_id: str | None = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 10,
+        running_offset: Annotated[int, Query(ge=0)] = 0,
+        retained_offset: Annotated[int, Query(ge=0)] = 0,
+        ended_offset: Annotated[int, Query(ge=0)] = 0,
         fragment: bool = False,
     ) -> HTMLResponse:
-        dag_ids = readable_dag_ids(user, dag_id)
-        monitor = Monitor(session, dag_ids)
-        offsets = {s: max(0, int(request.query_params.get(f"{s.value}_offset", 0) or 0)) for s in Section}
+        monitor = monitor_for(user, session, dag_id)
+        offsets = {Section.RUNNING: running_offset, Section.RETAINED: retained_offset, Section.ENDED: ended_offset}
         if run_id and dag_id:
-            found = monitor.run(dag_id, run_id) if dag_id in dag_ids else None
+            found = monitor.run(dag_id, run_id) if dag_id in monitor.dag_ids else None
             sections = {
                 s: {"section": s.value, "total": 0, "limit": limit, "offset": 0, "runs": []} for s in Section
             }

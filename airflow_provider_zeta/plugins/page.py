@@ -91,6 +91,11 @@ def _source_rows(run: Mapping[str, Any], pipeline: Mapping[str, Any]) -> str:
     rows = []
     for source in pipeline["sources"]:
         link_target = "Spark UI" if source.get("spark_ui_url") else "driver log"
+        link = (  # no link without access to the DAG's task logs
+            f'<a href="{_e(source["driver_link"].removeprefix("/zeta/"))}" target="_blank" rel="noopener">{link_target}</a>'
+            if source.get("driver_link")
+            else "-"
+        )
         error = f'<div class="err">{_e(source["error"])}</div>' if source.get("error") else ""
         rows.append(
             "<tr>"
@@ -102,7 +107,7 @@ def _source_rows(run: Mapping[str, Any], pipeline: Mapping[str, Any]) -> str:
             f"<td>{_e(source['heartbeat_age_text'])}</td>"
             f"<td>{_e(source['checkpoint_age_text'])}</td>"
             f"<td>{_e('-' if source['rows'] is None else source['rows'])}</td>"
-            f'<td><a href="{_e(source["driver_link"].removeprefix("/zeta/"))}" target="_blank" rel="noopener">{link_target}</a></td>'
+            f"<td>{link}</td>"
             "</tr>"
         )
     return "".join(rows)

@@ -62,3 +62,12 @@ def test_each_section_paginates_on_its_own():
     assert 'href="ui?dag_id=sales&amp;running_offset=0"' in html
     assert 'href="ui?dag_id=sales&amp;running_offset=20"' in html
     assert "Retained for cleanup (0)" in html
+
+
+def test_without_a_driver_link_no_link_is_rendered():
+    data = sections()
+    for section in data.values():
+        for found in section["runs"]:
+            found["pipelines"][0]["sources"][0]["driver_link"] = None
+    html = render_sections(data, {}, 0.0)
+    assert 'href="driver?' not in html and "ready 1 of 3" in html

@@ -23,6 +23,7 @@ from airflow_provider_zeta.core.monitor import (
     redact,
     run_status,
     safe_link,
+    without_log_details,
 )
 from airflow_provider_zeta.core.paths import attempt_dir
 
@@ -273,3 +274,14 @@ def test_redact_keeps_ordinary_text_and_safe_link_refuses_odd_urls():
 def test_page_bounds():
     assert page_bounds(10, 500, -3) == (100, 0)
     assert page_bounds(10, 0, 5) == (1, 5)
+
+
+def test_without_task_log_access_the_driver_error_and_spark_ui_are_left_out():
+    tasks = pipeline_tasks(deploys=("running", "running", "running"))
+    running = ledger("t", ckpt=NOW - 3, spark_ui_url="http://driver:4040", error="boom at stage 3")
+    facts = RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [running]})
+    source = only_pipeline(run_status(facts, NOW, 60)).sources[2]
+    assert (source.spark_ui_url, source.error) == ("http://driver:4040", "boom at stage 3")
+    hidden = without_log_details(source)
+    assert (hidden.spark_ui_url, hidden.error) == (None, None)
+    assert (hidden.driver, hidden.token, hidden.checkpoint_age) == (source.driver, source.token, source.checkpoint_age)
