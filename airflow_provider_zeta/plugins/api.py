@@ -28,7 +28,6 @@ cleanup bounds to the retention window.
 # No ``from __future__ import annotations``: FastAPI must see the real annotation objects of the
 # route functions, which are defined inside ``build_app`` (their names are not module globals).
 import logging
-import os
 import time
 from dataclasses import asdict
 from typing import Any, Iterable
@@ -109,13 +108,16 @@ class StateReader:
         return RunFacts(dag_id, run_id, run_state, tasks, ledgers, records, attempt_paths)
 
     def driver_log_tail(self, dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> str | None:
-        local = self.storage.local_path(f"{attempt_dir(dag_id, run_id, task_id, map_index, token)}/driver.log")
-        if not local or not os.path.exists(local):
-            return None
-        with open(local, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, handle.tell() - LOG_TAIL_BYTES))
-            return handle.read().decode(errors="replace")
+        """The tail of the attempt's driver log; ``None`` when it is not on this host. The job can
+        write into its attempt directory: a symbolic link or a path leading out of the state root
+        is refused (``StateStorage.read_local_tail``), never followed."""
+        relative = f"{attempt_dir(dag_id, run_id, task_id, map_index, token)}/driver.log"
+        try:
+            tail = self.storage.read_local_tail(relative, LOG_TAIL_BYTES)
+        except PermissionError as refused:
+            log.warning("zeta.monitor: driver log not shown: %s", refused)
+            return "(the driver log is not a regular file inside the state root; not shown)\n"
+        return None if tail is None else tail.decode(errors="replace")
 
 
 def _run_rows(session, dag_ids: Iterable[str]) -> list[dict[str, Any]]:
