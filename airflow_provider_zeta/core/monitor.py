@@ -172,12 +172,21 @@ _SENSITIVE = (
     r"password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
     r"token|auth|authorization|credential|session[_-]?key|sas"
 )
-# key=value, key: value, "key": "value", --key value (keys containing a sensitive word)
+# key=value, key: value, "key": "value", key "value" (keys containing a sensitive word); an HTTP
+# auth scheme after the separator stays, its credentials go: "Authorization: Basic ***"
 _KEY_VALUE = re.compile(
     r"""(?ix)
     (?P<key>["']?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*["']?)
-    (?P<sep>\s*[:=]\s*|\s+(?=["']))
+    (?P<sep>\s*[:=]\s*(?:(?:basic|bearer|negotiate|token)\s+)?|\s+(?=["']))
     (?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)
+    """
+)
+# command-line flags: --password hunter2, -secret-key s3cr3t (the value is the next word)
+_FLAG_VALUE = re.compile(
+    r"""(?ix)
+    (?<![\w\-])(?P<key>--?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*)
+    (?P<sep>\s+)
+    (?P<value>"[^"]*"|'[^']*'|(?!-)[^\s,;&}\]]+)
     """
 )
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^/\s@]+)@")
@@ -186,8 +195,8 @@ MASK = "***"
 
 
 def redact(text: str | None) -> str | None:
-    """Mask what looks like a credential: values of password/secret/token/key settings, passwords in
-    URLs, bearer tokens. Used on everything the page shows that a job or Spark wrote (errors, logs)."""
+    """Mask what looks like a credential: values of password/secret/token/key settings and flags
+    (``--password x``), passwords in URLs, bearer tokens, HTTP ``Authorization`` credentials. Used on everything the page shows that a job or Spark wrote (errors, logs)."""
     if text is None:
         return None
 
@@ -198,7 +207,8 @@ def redact(text: str | None) -> str | None:
 
     text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
     text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    return _KEY_VALUE.sub(mask_pair, text)
+    text = _KEY_VALUE.sub(mask_pair, text)
+    return _FLAG_VALUE.sub(mask_pair, text)
 
 
 def safe_link(url: str | None) -> str | None:

@@ -258,6 +258,11 @@ def test_a_corrupt_ledger_is_shown_not_fatal():
         ("postgresql://user:pa55word@db:5432/x", "pa55word"),
         ("Authorization: Bearer eyJhbGciOi.abc.def", "eyJhbGciOi"),
         ("api_key: 'k-123'", "k-123"),
+        ("spark-submit --password hunter2 --verbose", "hunter2"),
+        ("run.sh --db-password 'pa ss' -x", "pa ss"),
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+        ('{"Authorization": "Basic dXNlcjpodW50ZXIy"}', "dXNlcjpodW50ZXIy"),
+        ("authorization=Token ghp_abc123", "ghp_abc123"),
     ],
 )
 def test_redact_masks_credentials(text, secret):
@@ -266,6 +271,9 @@ def test_redact_masks_credentials(text, secret):
 
 def test_redact_keeps_ordinary_text_and_safe_link_refuses_odd_urls():
     assert redact("rows=3 source=emea") == "rows=3 source=emea"
+    assert redact("spark-submit --password hunter2 --verbose") == "spark-submit --password *** --verbose"
+    assert redact("Authorization: Basic dXNlcjpodW50ZXIy") == "Authorization: Basic ***"
+    assert redact("--password-file --verbose") == "--password-file --verbose"
     assert safe_link("http://host:4040") == "http://host:4040"
     assert safe_link("javascript:alert(1)") is None and safe_link(None) is None
     assert safe_link('http://x/"><script>') is None
