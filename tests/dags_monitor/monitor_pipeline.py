@@ -1,7 +1,8 @@
 """A three-source zeta_pipeline on fake drivers, watched by the monitoring page and a freshness sensor.
 
 Each source's counting job checkpoints every half second until its release file
-(``<release_dir>/<source>``) exists, then reports. ``freshness_alpha`` watches source alpha.
+(``<release_dir>/<source>``) exists, then reports; each prints the password of the ``zeta_secret`` connection into its driver log (which
+the plugin must serve redacted). ``freshness_alpha`` watches source alpha.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ with DAG(
             "launch_log": "{{ dag_run.conf['launch_log'] }}",
             "release_dir": "{{ dag_run.conf['release_dir'] }}",
             "rows": "",
+            "leak_connection_env": "AIRFLOW_CONN_ZETA_SECRET",  # see tests/test_monitoring.py
         },
         deploy_kwargs={"retries": 1, "retry_delay": 1},
         ready_timeout=900,
