@@ -117,6 +117,13 @@ def find_run(sections: dict[str, list[dict]], dag_id: str, run_id: str) -> tuple
     return None
 
 
+def section_html(page: str, section: str) -> str:
+    """The part of the page under one section's heading (``running``, ``retained``, ``ended``)."""
+    start = page.index(f'<h2 id="section-{section}">')
+    end = page.find('<h2 id="section-', start + 1)
+    return page[start : end if end >= 0 else len(page)]
+
+
 def ledgers(cluster: AirflowCluster, dag_id: str, run_id: str, task_id: str) -> list[dict]:
     base = cluster.home / "zeta-state" / task_attempts_dir(dag_id, run_id, task_id, -1)
     return [json.loads(p.read_text()) for p in sorted(base.glob(f"*/{LEDGER_FILE}"))]
@@ -201,7 +208,10 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
 
     # The page and the DAG-run view, server-rendered.
     status, page, _ = get(cluster, "/zeta/ui", admin)
-    assert status == 200 and run_id in page and "ready 1 of 3" in page and "Retained for cleanup" in page
+    assert status == 200
+    running_html = section_html(page, "running")
+    assert run_id in running_html and "ready 1 of 3" in running_html, running_html[:3000]
+    assert run_id not in section_html(page, "retained") and run_id not in section_html(page, "ended")
     status, run_page, _ = get(cluster, "/zeta/ui", admin, dag_id=PIPELINE, run_id=run_id)
     assert status == 200 and "ready 1 of 3" in run_page and other_run not in run_page
 
@@ -229,6 +239,12 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
     # The pipeline's cleanup waits out its retention (Airflow still shows the run running).
     assert run["pipelines"][0]["phase"] == "cleanup_due" and run["cleanup_due_in"] > 60, run
     assert run["pipelines"][0]["phase_text"].startswith("committed · cleanup due in ")
+    # On the page, the run's row is now under "Retained for cleanup", and only there.
+    status, retained_page, _ = get(cluster, "/zeta/ui", admin, dag_id=PIPELINE)
+    retained_html = section_html(retained_page, "retained")
+    assert status == 200 and "Retained for cleanup" in retained_html
+    assert run_id in retained_html and "cleanup due in" in retained_html, retained_html[:3000]
+    assert run_id not in section_html(retained_page, "running") and run_id not in section_html(retained_page, "ended")
 
     # No secret anywhere: endpoints, pages, driver logs as served, ledgers on storage. The check
     # can fail: the jobs printed the connection's password into their driver logs, in several forms.
@@ -243,7 +259,8 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
         status, served, _ = get(cluster, "/zeta/driver", admin, **{**driver_params, "task_id": f"sales.deploy_{source}"})
         assert status == 200 and "--password ***" in served and "Authorization: Basic ***" in served, served[-2000:]
         served_logs.append(served)
-    shown = [json.dumps(all_runs(cluster, admin)), page, run_page, text, get(cluster, "/zeta/ui", admin)[1], *served_logs]
+    shown = [json.dumps(all_runs(cluster, admin)), page, run_page, retained_page, text, get(cluster, "/zeta/ui", admin)[1]]
+    shown += served_logs
     shown += [json.dumps(get_json(cluster, "/zeta/api/run", admin, dag_id=PIPELINE, run_id=run_id))]
     shown += [p.read_text(errors="replace") for p in (cluster.home / "zeta-state").rglob(LEDGER_FILE)]
     assert "--password ***" in text  # alpha's log, served redacted once its driver ended
