@@ -7,8 +7,10 @@ Theory of operation
 A job is one deploy task (``ZetaSparkJobOperator``) of a run. Its attempts are the token
 directories under ``runs/<dag>/<run>/attempts/<task>/<map_index>/``, each with the ledger its
 driver writes. The driver records a checkpoint when the job calls ``zeta_context().checkpoint()``
-and, automatically, on every Structured Streaming progress event (a micro-batch committed); the
-ledger carries the time of the last one (``last_checkpoint_at``).
+and, automatically, on every Structured Streaming progress event (a micro-batch committed) and
+idle event (polled, no new data: a sign of life); the ledger carries the time of the last one
+(``last_checkpoint_at``). The current attempt is the newest by start (``current_attempt``,
+``current_ledger``).
 
 ``judge_freshness`` looks at the job's task state and its current attempt's ledger, first match wins:
 

@@ -16,7 +16,7 @@ The bootstrap then
    (the fence handshake, see ``core/deploy.py``);
 3. installs ``zeta_context()`` and runs the user's file with ``runpy`` as ``__main__`` with
    ``sys.argv = [application, *ARGS]``; once the job has a SparkSession, a listener records a
-   checkpoint for every Structured Streaming progress event (``runtime/streaming.py``);
+   checkpoint for every Structured Streaming progress and idle event (``runtime/streaming.py``);
 4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
    checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
    appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
@@ -211,7 +211,7 @@ class DriverBootstrap:
         runtime._install(self.context)
         beat = threading.Thread(target=self._heartbeat_loop, name="zeta-heartbeat", daemon=True)
         beat.start()
-        # Streaming progress events record checkpoints as soon as the job's SparkSession exists.
+        # Streaming progress and idle events record checkpoints as soon as the job's SparkSession exists.
         streaming.SessionWatcher(self.context.checkpoint, self._stop).start()
         application = self.spec["application"]
         sys.argv = [application, *self.user_args]

@@ -10,7 +10,8 @@ Purpose
 How it works
     The job is a ``ZetaSparkJobOperator`` task of the same DAG run (``job_task_id``). Its driver
     records a checkpoint on every ``zeta_context().checkpoint()`` call and, automatically, on every
-    Structured Streaming progress event (a micro-batch committed); the driver bootstrap registers
+    Structured Streaming progress or idle event (a micro-batch committed, or a poll found no new
+    data); the driver bootstrap registers
     the ``StreamingQueryListener`` as soon as the job's SparkSession exists. The ledger carries the
     time of the last checkpoint.
 
@@ -20,16 +21,18 @@ How it works
     ``between_attempts``, ``checkpoint_stale``, ``fresh``; each logged as ``zeta.freshness.<rule>``).
     While watching, the task defers on ``CheckpointFreshnessTrigger``, which runs the same
     evaluation every ``poll_interval`` seconds and also exactly when the current checkpoint would
-    go stale, so a stall is caught within ``threshold`` + one poll. Ages are measured against the
-    ledger's absolute times: a triggerer restart re-creates the trigger from its kwargs and cannot
-    stretch the wait.
+    go stale, so a stall is noticed within ``threshold`` + one poll; the task fails when a worker
+    has run its final evaluation (up to ~12 s later, ``MIN_DEFERRAL_SECONDS``, plus scheduling).
+    Ages are measured against the ledger's absolute times: a triggerer restart re-creates the
+    trigger from its kwargs and cannot stretch the wait. Idle streaming events (no new data) count
+    as signs of life; Spark Connect sessions get no listener (``runtime/streaming.py``).
 
 What it does not do
     It does not stop or restart the job: it only reports (G8: the deploy task, the trigger on a
     user action, and the cleanup stop drivers). It does not judge a job before its first driver has
     claimed its attempt, nor between a failed attempt and its retry. Until the first checkpoint,
-    the age counts from the attempt's start: a job that never checkpoints is stale after
-    ``threshold`` — use it on jobs that do.
+    the age counts from the attempt's start (driver and JVM start-up included): a job that never
+    checkpoints is stale after ``threshold`` — use it on jobs that do.
 """
 
 from __future__ import annotations
@@ -112,7 +115,8 @@ class CheckpointFreshnessSensor(BaseOperator):
         ``zeta_pipeline`` source: ``"<pipeline_id>.deploy_<source>"``.
     :param threshold: seconds the last checkpoint may be old (keep it well above the job's
         checkpoint interval plus ``[zeta] driver_heartbeat_interval``: checkpoints reach the ledger
-        at most once a second, and at the latest with the next heartbeat).
+        at most once a second, and at the latest with the next heartbeat; and above the driver's
+        start-up time up to its first checkpoint).
     :param map_index: map index of the job task (``-1``: not mapped).
     :param poll_interval: seconds between two looks of the trigger (default ``[zeta] poll_interval``).
 

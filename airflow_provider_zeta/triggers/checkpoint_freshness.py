@@ -2,10 +2,13 @@
 
 Runs the same evaluation as ``CheckpointFreshnessSensor`` (``JobWatch`` + ``core.freshness``) every
 ``poll_interval`` seconds, and also just past the moment the current checkpoint would go stale
-(``core.freshness.next_look``), so a stall is seen within the threshold plus one poll. It wakes the
-sensor when the verdict is anything but "watching". Its kwargs hold only absolute moments
-(``not_before``) and the threshold, which is applied to the ledger's own absolute times: a
-triggerer restart re-creates it without stretching anything, and it keeps no state that matters.
+(``core.freshness.next_look``), so a stall is seen within the threshold plus one poll of the last
+checkpoint. It wakes the sensor when the verdict is anything but "watching" (no earlier than
+``not_before``; the task then fails once a worker has run it). Its kwargs hold two durations,
+``threshold`` and ``poll_interval``, which are only ever added to the ledger's own absolute times
+or to the present, and one absolute moment, ``not_before``; nothing counts from when the trigger
+started: a triggerer restart re-creates it without stretching anything, and it keeps no state that
+matters.
 """
 
 from __future__ import annotations
