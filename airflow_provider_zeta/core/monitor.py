@@ -48,6 +48,7 @@ from enum import Enum
 from typing import Mapping, Sequence
 
 from airflow_provider_zeta.core.cleanup import (
+    ACTIVE_RUN_STATES,
     CleanupRecord,
     DriverView,
     Leftovers,
@@ -332,6 +333,26 @@ def _retention(facts: RunFacts, now: float) -> tuple[Section, RunPhase, float | 
     if plan.phase is RunPhase.CLEANED:
         return Section.ENDED, plan.phase, None
     return Section.RETAINED, plan.phase, due_at
+
+
+def known_section(run_state: str | None, has_run_dir: bool) -> Section | None:
+    """A run's section when it is known without reading the state root, else ``None``.
+
+    A run Airflow no longer shows queued/running whose directory (``runs/<dag>/<run>/``) is gone
+    has nothing left for a cleanup: it is ``ended`` (``run_status`` would say the same; the listing
+    skips reading it). An active run, or one with its directory still there, needs ``run_status``.
+    """
+    if run_state not in ACTIVE_RUN_STATES and not has_run_dir:
+        return Section.ENDED
+    return None
+
+
+def section_order(section: Section, status: RunStatus) -> tuple:
+    """Sort key within a section (stable over the newest-first listing): retained runs by the
+    soonest cleanup due time (runs without one last); the other sections keep the newest first."""
+    if section is Section.RETAINED:
+        return (status.cleanup_due_at is None, status.cleanup_due_at or 0.0)
+    return ()
 
 
 def run_status(facts: RunFacts, now: float, lost_after: float) -> RunStatus:

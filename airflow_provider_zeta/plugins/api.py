@@ -41,10 +41,12 @@ from airflow_provider_zeta.core.monitor import (
     RunStatus,
     Section,
     TaskRow,
+    known_section,
     page_bounds,
     redact,
     run_status,
     safe_link,
+    section_order,
     without_log_details,
 )
 from airflow_provider_zeta.core.paths import (
@@ -59,7 +61,6 @@ from airflow_provider_zeta.plugins.links import driver_link_path
 
 log = logging.getLogger(__name__)
 
-ACTIVE_RUN_STATES = ("queued", "running")
 LOG_TAIL_BYTES = 64 * 1024
 
 
@@ -270,23 +271,18 @@ class Monitor:
     def section(self, section: Section, limit: int, offset: int) -> dict[str, Any]:
         rows = _run_rows(self.session, self.dag_ids)
         present = {dag_id: self.reader.run_dirs(dag_id) for dag_id in {r["dag_id"] for r in rows}}
-        # Runs whose section needs the state root: still active, or ended with data left.
-        looked_at = [
-            r for r in rows if r["state"] in ACTIVE_RUN_STATES or safe_segment(r["run_id"]) in present[r["dag_id"]]
-        ]
-        statuses = self._statuses(looked_at)
+        # The state root is read only for runs whose section it decides (core.monitor.known_section).
+        known = {r["id"]: known_section(r["state"], safe_segment(r["run_id"]) in present[r["dag_id"]]) for r in rows}
+        statuses = self._statuses([r for r in rows if known[r["id"]] is None])
         if section is Section.ENDED:
-            looked_ids = {r["id"] for r in looked_at}
             ended_ids = {row["id"] for row, status in statuses if status.section is Section.ENDED}
-            chosen = [r for r in rows if r["id"] in ended_ids or r["id"] not in looked_ids]
+            chosen = [r for r in rows if r["id"] in ended_ids or known[r["id"]] is Section.ENDED]
             limit, offset = page_bounds(len(chosen), limit, offset)
-            page_rows = chosen[offset : offset + limit]
-            page = self._statuses(page_rows)
+            page = self._statuses(chosen[offset : offset + limit])
             total = len(chosen)
         else:
             chosen_statuses = [(row, status) for row, status in statuses if status.section is section]
-            if section is Section.RETAINED:  # the soonest cleanup first
-                chosen_statuses.sort(key=lambda item: (item[1].cleanup_due_at is None, item[1].cleanup_due_at or 0))
+            chosen_statuses.sort(key=lambda item: section_order(section, item[1]))
             limit, offset = page_bounds(len(chosen_statuses), limit, offset)
             page = chosen_statuses[offset : offset + limit]
             total = len(chosen_statuses)

@@ -22,7 +22,9 @@ from airflow_provider_zeta.core.monitor import (
     page_bounds,
     redact,
     run_status,
+    known_section,
     safe_link,
+    section_order,
     without_log_details,
 )
 from airflow_provider_zeta.core.paths import attempt_dir
@@ -293,3 +295,33 @@ def test_without_task_log_access_the_driver_error_and_spark_ui_are_left_out():
     hidden = without_log_details(source)
     assert (hidden.spark_ui_url, hidden.error) == (None, None)
     assert (hidden.driver, hidden.token, hidden.checkpoint_age) == (source.driver, source.token, source.checkpoint_age)
+
+
+@pytest.mark.parametrize(
+    "run_state, has_dir, section",
+    [
+        ("success", False, Section.ENDED),
+        ("failed", False, Section.ENDED),
+        (None, False, Section.ENDED),
+        ("success", True, None),  # data left: run_status decides (retained or ended)
+        ("running", False, None),  # still deploying: run_status decides
+        ("queued", True, None),
+    ],
+)
+def test_a_finished_run_with_no_directory_left_is_ended_without_reading_the_state_root(run_state, has_dir, section):
+    assert known_section(run_state, has_dir) is section
+    if section is Section.ENDED:  # the same verdict run_status gives with nothing on the state root
+        assert run_status(RunFacts(DAG, RUN, run_state, pipeline_tasks()), NOW, 60).section is Section.ENDED
+
+
+def test_retained_runs_are_ordered_by_the_soonest_cleanup():
+    done = (LedgerStatus.SUCCEEDED,) * 3
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    statuses = [
+        run_status(facts("success", tasks, done, records=() if due is None else (record(due),)), NOW, 60)
+        for due in (NOW + 500, None, NOW + 100)
+    ]
+    assert all(status.section is Section.RETAINED for status in statuses)
+    ordered = sorted(statuses, key=lambda status: section_order(Section.RETAINED, status))
+    assert [status.cleanup_due_at for status in ordered] == [NOW + 100, NOW + 500, None]
+    assert section_order(Section.RUNNING, statuses[0]) == ()
