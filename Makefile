@@ -5,6 +5,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The browser of the UI test: $ZETA_CHROMIUM when set (the test reads the same variable), else Debian's.
+CHROMIUM ?= $(if $(ZETA_CHROMIUM),$(ZETA_CHROMIUM),/usr/bin/chromium)
+export ZETA_CHROMIUM := $(CHROMIUM)
 
 .PHONY: install test demo bench clean
 
@@ -14,7 +17,13 @@ $(STAMP): setup.py constraints.txt
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
 	@touch $@
 
-install: $(STAMP)
+install: $(STAMP) $(CHROMIUM)
+
+# The UI test drives Debian's Chromium through playwright (no browser download); installed when
+# missing. An existing $(CHROMIUM) is a satisfied target: no apt-get. apt-get only provides the default path.
+$(CHROMIUM):
+	@test "$@" = /usr/bin/chromium || { echo "ZETA_CHROMIUM=$@ does not exist; point it to a Chromium binary" >&2; exit 1; }
+	apt-get update -qq && apt-get install -y -qq chromium
 
 ## test: the whole suite on real Airflow components, SQLite and PostgreSQL (the command CI runs)
 test: install

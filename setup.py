@@ -30,12 +30,16 @@ setup(
             # The metadata DB drivers Airflow uses for PostgreSQL (sync and async engines).
             "psycopg2-binary>=2.9",
             "asyncpg>=0.29",
+            # Drives the system's Chromium (Debian package `chromium`) in the UI test; no browser download.
+            "playwright>=1.50",
         ],
     },
     entry_points={
         "apache_airflow_provider": [
             "provider_info=airflow_provider_zeta.get_provider_info:get_provider_info",
         ],
+        # Loads the plugin with Airflow's default lazy provider discovery (plugins/entrypoint.py).
+        "airflow.plugins": ["zeta=airflow_provider_zeta.plugins.entrypoint:ZetaMonitorPlugin"],
     },
     classifiers=[
         "Framework :: Apache Airflow",

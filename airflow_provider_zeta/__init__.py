@@ -18,6 +18,7 @@ _LAZY_PUBLIC_NAMES: dict[str, str] = {
     "DelayedCleanupOperator": "airflow_provider_zeta.operators.cleanup",
     "ZetaSweepOperator": "airflow_provider_zeta.operators.sweep",
     "zeta_sweep_dag": "airflow_provider_zeta.maintenance",
+    "CheckpointFreshnessSensor": "airflow_provider_zeta.sensors.checkpoint_freshness",
 }
 
 __all__ = ["__version__", *_LAZY_PUBLIC_NAMES]

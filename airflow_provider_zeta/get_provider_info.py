@@ -69,6 +69,8 @@ def get_provider_info() -> dict:
             "ready-to-close, exactly-once partition publish and delayed cleanup.\n"
         ),
         "versions": [VERSION],
+        "plugins": [{"name": "zeta", "plugin-class": "airflow_provider_zeta.plugins.monitor.ZetaMonitorPlugin"}],
+        "extra-links": ["airflow_provider_zeta.plugins.links.ZetaDriverLink"],
         "config": {
             "zeta": {
                 "description": "Settings of airflow-provider-zeta.\n",

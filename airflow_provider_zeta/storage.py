@@ -96,6 +96,46 @@ class StateStorage:
         """The OS path of ``relative`` when the storage is local, else None."""
         return self.path(relative) if self.is_local else None
 
+    def read_local_tail(self, relative: str, max_bytes: int) -> bytes | None:
+        """The last ``max_bytes`` of a local regular file, refusing anything that leads elsewhere.
+
+        For files a job can write (driver logs): the file itself must not be a symbolic link
+        (``O_NOFOLLOW``), its real path must stay under the storage root (no symlinked directory on
+        the way out), and it must be a regular file (no FIFO or device). ``None`` when the storage
+        is not local or the file is missing; ``PermissionError`` when it is refused.
+        """
+        import stat
+
+        local = self.local_path(relative)
+        if local is None:
+            return None
+        root = os.path.realpath(self.root)
+
+        def inside(path: str) -> bool:
+            return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+        if not inside(os.path.dirname(local)):
+            raise PermissionError(f"{relative} leads outside the state root")
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(local, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as error:  # ELOOP: the file is a symbolic link
+            if os.path.islink(local):
+                raise PermissionError(f"{relative} is a symbolic link") from error
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            opened = os.fstat(handle.fileno())
+            if not stat.S_ISREG(opened.st_mode):
+                raise PermissionError(f"{relative} is not a regular file")
+            # The directories may have been swapped between the check and the open: the file
+            # opened must still be the one at a path inside the root.
+            if not inside(local) or not os.path.samestat(opened, os.stat(os.path.realpath(local))):
+                raise PermissionError(f"{relative} leads outside the state root")
+            handle.seek(max(0, opened.st_size - max_bytes))
+            return handle.read(max_bytes)
+
     def move(self, source_relative: str, target_relative: str) -> None:
         """Rename within this storage. Atomic for a directory on a local filesystem."""
         source, target = self.path(source_relative), self.path(target_relative)

@@ -61,6 +61,7 @@ from airflow_provider_zeta.core.ledger import (
     parse_ledger,
 )
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE, OUTPUT_DIR, attempt_dir
+from airflow_provider_zeta.plugins.links import ZetaDriverLink
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, spark_submit_command
 from airflow_provider_zeta.processes import ProcessHandle, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
@@ -102,6 +103,8 @@ class ZetaSparkJobOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("application", "application_args", "conf", "env_vars", "job_params", "source")
     ui_color = "#f4a460"
+    # "Spark driver": the current driver's Spark UI while it runs, else its log (plugins/links.py).
+    operator_extra_links = (ZetaDriverLink(),)
 
     def __init__(
         self,

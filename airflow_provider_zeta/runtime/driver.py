@@ -15,7 +15,8 @@ The bootstrap then
    and waits for the driver, or the driver sees the marker and exits here without running the job
    (the fence handshake, see ``core/deploy.py``);
 3. installs ``zeta_context()`` and runs the user's file with ``runpy`` as ``__main__`` with
-   ``sys.argv = [application, *ARGS]``;
+   ``sys.argv = [application, *ARGS]``; once the job has a SparkSession, a listener records a
+   checkpoint for every Structured Streaming progress and idle event (``runtime/streaming.py``);
 4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
    checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
    appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
@@ -48,6 +49,7 @@ if __package__ in (None, ""):
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from airflow_provider_zeta import runtime  # noqa: E402
+from airflow_provider_zeta.runtime import streaming  # noqa: E402
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus  # noqa: E402
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE  # noqa: E402
 from airflow_provider_zeta.storage import StateStorage  # noqa: E402
@@ -209,6 +211,8 @@ class DriverBootstrap:
         runtime._install(self.context)
         beat = threading.Thread(target=self._heartbeat_loop, name="zeta-heartbeat", daemon=True)
         beat.start()
+        # Streaming progress and idle events record checkpoints as soon as the job's SparkSession exists.
+        streaming.SessionWatcher(self.context.checkpoint, self._stop).start()
         application = self.spec["application"]
         sys.argv = [application, *self.user_args]
         try:

@@ -2,12 +2,15 @@
 
 Works with and without Spark (``job_params["spark"]``): with Spark it writes real Parquet rows,
 without it a JSON file. Runs for ``seconds`` (checkpointing each second) or until ``release_file``
-exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) makes it raise. The launch log is the test's own count of
+exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) makes it raise.
+``leak_connection_env`` (an ``AIRFLOW_CONN_*`` variable) makes it print that connection's password
+into its driver log. The launch log is the test's own count of
 driver launches, independent of the provider's bookkeeping.
 """
 
 import json
 import os
+import sys
 import time
 
 from airflow_provider_zeta.runtime import zeta_context
@@ -25,6 +28,19 @@ ctx = zeta_context()
 params = ctx.params
 with open(params["launch_log"], "a") as log:
     log.write(json.dumps({"token": ctx.token, "pid": os.getpid(), "at": time.time(), "task": ctx.task_id}) + "\n")
+
+if params.get("leak_connection_env"):
+    # A careless job: it prints a connection's password into its driver log, in the forms jobs and
+    # tools do. The monitoring page must serve that log redacted (tests/test_monitoring.py).
+    conn = json.loads(os.environ[params["leak_connection_env"]])
+    login, password = conn.get("login", ""), conn["password"]
+    for stream in (sys.stdout, sys.stderr):
+        print(
+            f"[job] connecting with --password {password}; password={password}; "
+            f"Authorization: Basic {password}; postgresql://{login}:{password}@db:5432/x",
+            file=stream,
+            flush=True,
+        )
 
 use_spark = str(params.get("spark", "")).lower() in ("1", "true", "yes")
 spark = None

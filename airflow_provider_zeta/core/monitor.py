@@ -1,0 +1,416 @@
+"""What the monitoring page and its API show for a run: phase, ready k of N, per-source drivers.
+
+Pure functions over plain records (task rows from Airflow's DB, ledgers and cleanup records from the
+state root): no storage, no Airflow, no clock. ``plugins/monitor.py`` reads, calls ``run_status``,
+and renders.
+
+Theory of operation
+-------------------
+A DAG run holds one or more *pipelines*: the provider's tasks grouped by their TaskGroup (the part
+of the task id before the last ``.``; ``zeta_pipeline`` makes one group per pipeline). Deploy tasks
+of a group are its *sources*. Tasks are recognised by their operator class name, which Airflow keeps
+on every task instance.
+
+**Section.** Every run falls in exactly one section, decided by the sweep's own rule
+(``core.cleanup.plan_sweep``, so the page and the sweep never disagree):
+
+* ``running``  — the run is queued/running and its data is still being worked on;
+* ``retained`` — the run's work is over and its data is kept only for the delayed cleanup: a
+  cleanup record waits for its due time (also while Airflow still shows the run as running, its
+  cleanup task deferred), is past due, or the run ended without a record yet;
+* ``ended``    — nothing of the run is left on the state root but bookkeeping.
+
+**Phase of a pipeline**, first match wins:
+
+=============================  ==============================================================
+phase                          when
+=============================  ==============================================================
+``cleaned``                    the run is in the ``ended`` section
+``cleanup_due``                retained, a record waits: "cleanup due in 42m 10s"
+``cleanup_overdue``            retained, a record is past due (the sweep carries it out)
+``awaiting_cleanup``           retained, the run ended but no pending cleanup record exists yet
+``failed``                     a deploy, ready-to-close or completed point task failed, or the run
+``committed``                  the completed point succeeded
+``ready``                      k >= 1 sources reported ready-to-close: "ready k of N"
+``running``                    a driver of the pipeline is running
+``deploying``                  otherwise (no driver has claimed its attempt yet)
+=============================  ==============================================================
+
+A source is *ready* when its deploy task succeeded: its return value is its ready-to-close report.
+For retained runs the outcome (``committed``/``failed``) is kept beside the phase.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Mapping, Sequence
+
+from airflow_provider_zeta.core.cleanup import (
+    ACTIVE_RUN_STATES,
+    CleanupRecord,
+    DriverView,
+    Leftovers,
+    RecordStatus,
+    RunPhase,
+    RunView,
+    plan_sweep,
+)
+from airflow_provider_zeta.core.freshness import checkpoint_age, current_ledger, describe_age
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, classify_ledger
+from airflow_provider_zeta.core.paths import attempt_dir
+
+#: Operator class name (as Airflow stores it on a task instance) -> role in a pipeline.
+ROLES: Mapping[str, str] = {
+    "ZetaSparkJobOperator": "deploy",
+    "ReadyToCloseSensor": "ready",
+    "CompletedPointOperator": "commit",
+    "DelayedCleanupOperator": "cleanup",
+    "CheckpointFreshnessSensor": "freshness",
+}
+FAILED_TASK_STATES = frozenset({"failed", "upstream_failed"})
+
+
+class Section(str, Enum):
+    RUNNING = "running"
+    RETAINED = "retained"
+    ENDED = "ended"
+
+
+class PipelinePhase(str, Enum):
+    DEPLOYING = "deploying"
+    RUNNING = "running"
+    READY = "ready"
+    COMMITTED = "committed"
+    FAILED = "failed"
+    CLEANUP_DUE = "cleanup_due"
+    CLEANUP_OVERDUE = "cleanup_overdue"
+    AWAITING_CLEANUP = "awaiting_cleanup"
+    CLEANED = "cleaned"
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task instance of the run, as Airflow's DB has it."""
+
+    task_id: str
+    operator: str | None
+    state: str | None
+    map_index: int = -1
+    try_number: int = 0
+
+    @property
+    def role(self) -> str | None:
+        return ROLES.get(self.operator or "")
+
+    @property
+    def pipeline(self) -> str:
+        return self.task_id.rsplit(".", 1)[0] if "." in self.task_id else ""
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    source: str
+    task_id: str
+    map_index: int
+    task_state: str | None
+    driver: str  # running / lost / succeeded / failed / cancelled / missing / corrupt
+    token: str | None
+    attempts: int
+    heartbeat_age: float | None
+    checkpoint_age: float | None
+    checkpoints: int
+    rows: int | None
+    spark_ui_url: str | None
+    error: str | None
+
+    @property
+    def ready(self) -> bool:
+        return self.task_state == "success"
+
+
+@dataclass(frozen=True)
+class PipelineStatus:
+    pipeline: str
+    phase: PipelinePhase
+    phase_text: str
+    ready: int
+    total: int
+    outcome: str | None  # committed / failed, once known
+    sources: tuple[SourceStatus, ...]
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    dag_id: str
+    run_id: str
+    run_state: str | None
+    section: Section
+    retention: RunPhase
+    cleanup_due_at: float | None
+    pipelines: tuple[PipelineStatus, ...]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """Everything ``run_status`` needs about one run, read by the adapter."""
+
+    dag_id: str
+    run_id: str
+    run_state: str | None
+    tasks: Sequence[TaskRow]
+    # (task_id, map_index) -> every attempt's ledger found under that task's attempts directory
+    ledgers: Mapping[tuple[str, int], Sequence[Ledger | CorruptState]] = field(default_factory=dict)
+    records: Sequence[CleanupRecord | CorruptState] = ()
+    # attempt directories on the state root, relative to it (what the cleanup will delete)
+    attempt_paths: Sequence[str] = ()
+
+
+# ---------------------------------------------------------------------------- secrets
+
+_SENSITIVE = (
+    r"password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
+    r"token|auth|authorization|credential|session[_-]?key|sas"
+)
+# key=value, key: value, "key": "value", key "value" (keys containing a sensitive word); an HTTP
+# auth scheme after the separator stays, its credentials go: "Authorization: Basic ***"
+_KEY_VALUE = re.compile(
+    r"""(?ix)
+    (?P<key>["']?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*["']?)
+    (?P<sep>\s*[:=]\s*(?:(?:basic|bearer|negotiate|token)\s+)?|\s+(?=["']))
+    (?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)
+    """
+)
+# command-line flags: --password hunter2, -secret-key s3cr3t (the value is the next word)
+_FLAG_VALUE = re.compile(
+    r"""(?ix)
+    (?<![\w\-])(?P<key>--?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*)
+    (?P<sep>\s+)
+    (?P<value>"[^"]*"|'[^']*'|(?!-)[^\s,;&}\]]+)
+    """
+)
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^/\s@]+)@")
+_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9\-._~+/]+=*")
+MASK = "***"
+
+
+def redact(text: str | None) -> str | None:
+    """Mask what looks like a credential: values of password/secret/token/key settings and flags
+    (``--password x``), passwords in URLs, bearer tokens, HTTP ``Authorization`` credentials. Used on everything the page shows that a job or Spark wrote (errors, logs)."""
+    if text is None:
+        return None
+
+    def mask_pair(match: re.Match) -> str:
+        value = match.group("value")
+        quote = value[0] if value[:1] in ("'", '"') else ""
+        return f"{match.group('key')}{match.group('sep')}{quote}{MASK}{quote}"
+
+    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+    text = _KEY_VALUE.sub(mask_pair, text)
+    return _FLAG_VALUE.sub(mask_pair, text)
+
+
+def safe_link(url: str | None) -> str | None:
+    """Only plain http(s) links reach a page; never one carrying credentials."""
+    if not url or not re.match(r"(?i)^https?://[^\s\"'<>]+$", url):
+        return None
+    return redact(url)
+
+
+# ---------------------------------------------------------------------------- rules
+
+
+def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: float, lost_after: float) -> SourceStatus:
+    current = current_ledger(ledgers)
+    ledger = current if isinstance(current, Ledger) else None
+    name = task.task_id.rsplit(".", 1)[-1]
+    source = (ledger.source if ledger and ledger.source else None) or name.removeprefix("deploy_")
+    if ledger is None:
+        return SourceStatus(
+            source=source,
+            task_id=task.task_id,
+            map_index=task.map_index,
+            task_state=task.state,
+            driver="corrupt" if current is not None else "missing",
+            token=None,
+            attempts=len(ledgers),
+            heartbeat_age=None,
+            checkpoint_age=None,
+            checkpoints=0,
+            rows=None,
+            spark_ui_url=None,
+            error=redact(str(current))[:500] if current is not None else None,
+        )
+    running = not ledger.status.terminal
+    return SourceStatus(
+        source=source,
+        task_id=task.task_id,
+        map_index=task.map_index,
+        task_state=task.state,
+        driver=classify_ledger(ledger, now, lost_after).value,
+        token=ledger.token,
+        attempts=len(ledgers),
+        heartbeat_age=ledger.heartbeat_age(now) if running else None,
+        checkpoint_age=checkpoint_age(ledger, now) if running else None,
+        checkpoints=ledger.checkpoints,
+        rows=ledger.rows,
+        spark_ui_url=safe_link(ledger.spark_ui_url) if running else None,
+        error=(redact(ledger.error) or "")[:500] or None,
+    )
+
+
+def without_log_details(source: SourceStatus) -> SourceStatus:
+    """A source as shown to a user who may read the DAG's runs but not its task logs.
+
+    The driver's error and its Spark UI link come from the driver (its log, its UI, which shows the
+    job's configuration and logs): they need the same access as ``/zeta/driver`` (``TASK_LOGS``).
+    """
+    return replace(source, spark_ui_url=None, error=None)
+
+
+def progress_phase(
+    run_state: str | None, tasks: Sequence[TaskRow], sources: Sequence[SourceStatus]
+) -> tuple[PipelinePhase, str | None]:
+    """The phase of a pipeline whose run is still being worked on, and its outcome if known."""
+    coordinating = [t for t in tasks if t.role in ("deploy", "ready", "commit")]
+    if run_state == "failed" or any(t.state in FAILED_TASK_STATES for t in coordinating):
+        return PipelinePhase.FAILED, "failed"
+    commits = [t for t in tasks if t.role == "commit"]
+    if commits and all(t.state == "success" for t in commits):
+        return PipelinePhase.COMMITTED, "committed"
+    if any(s.ready for s in sources):
+        return PipelinePhase.READY, None
+    if any(s.driver in ("running", "lost") for s in sources):
+        return PipelinePhase.RUNNING, None
+    return PipelinePhase.DEPLOYING, None
+
+
+def phase_text(phase: PipelinePhase, ready: int, total: int, outcome: str | None, due_in: float | None) -> str:
+    prefix = f"{outcome} · " if outcome and phase not in (PipelinePhase.FAILED, PipelinePhase.COMMITTED) else ""
+    if phase is PipelinePhase.READY:
+        return f"ready {ready} of {total}"
+    if phase is PipelinePhase.CLEANUP_DUE:
+        return prefix + (f"cleanup due in {describe_age(due_in)}" if due_in is not None else "cleanup blocked (unreadable record)")
+    if phase is PipelinePhase.CLEANUP_OVERDUE:
+        return prefix + "cleanup overdue (the sweep carries it out)"
+    if phase is PipelinePhase.AWAITING_CLEANUP:
+        return prefix + "ended, cleanup not recorded yet"
+    return prefix + phase.value
+
+
+def _retention(facts: RunFacts, now: float) -> tuple[Section, RunPhase, float | None]:
+    drivers = []
+    task_states = {(t.task_id, t.map_index): t.state for t in facts.tasks}
+    for (task_id, map_index), ledgers in facts.ledgers.items():
+        for ledger in ledgers:
+            if isinstance(ledger, Ledger):
+                drivers.append(
+                    DriverView(
+                        token=ledger.token,
+                        attempt_path=attempt_dir(facts.dag_id, facts.run_id, task_id, map_index, ledger.token),
+                        task_id=task_id,
+                        live=not ledger.status.terminal,
+                        task_state=task_states.get((task_id, map_index)),
+                    )
+                )
+    view = RunView(
+        dag_id=facts.dag_id,
+        run_id=facts.run_id,
+        run_state=facts.run_state,
+        records=tuple(facts.records),
+        leftovers=Leftovers(state_paths=tuple(facts.attempt_paths)),
+        drivers=tuple(drivers),
+    )
+    # Only the phase is used: the retention length matters for a record the sweep would write,
+    # which the page never shows as a due time.
+    plan = plan_sweep(view, now, retention=0.0)
+    pending = [r for r in facts.records if isinstance(r, CleanupRecord) and r.status is RecordStatus.PENDING]
+    due_at = min((r.due_at for r in pending), default=None)
+    if plan.phase is RunPhase.RUNNING:
+        return Section.RUNNING, plan.phase, None
+    if plan.phase is RunPhase.CLEANED:
+        return Section.ENDED, plan.phase, None
+    return Section.RETAINED, plan.phase, due_at
+
+
+def known_section(run_state: str | None, has_run_dir: bool) -> Section | None:
+    """A run's section when it is known without reading the state root, else ``None``.
+
+    A run Airflow no longer shows queued/running whose directory (``runs/<dag>/<run>/``) is gone
+    has nothing left for a cleanup: it is ``ended`` (``run_status`` would say the same; the listing
+    skips reading it). An active run, or one with its directory still there, needs ``run_status``.
+    """
+    if run_state not in ACTIVE_RUN_STATES and not has_run_dir:
+        return Section.ENDED
+    return None
+
+
+def section_order(section: Section, status: RunStatus) -> tuple:
+    """Sort key within a section (stable over the newest-first listing): retained runs by the
+    soonest cleanup due time (runs without one last); the other sections keep the newest first."""
+    if section is Section.RETAINED:
+        return (status.cleanup_due_at is None, status.cleanup_due_at or 0.0)
+    return ()
+
+
+def run_status(facts: RunFacts, now: float, lost_after: float) -> RunStatus:
+    section, retention, due_at = _retention(facts, now)
+    groups: dict[str, list[TaskRow]] = {}
+    for task in facts.tasks:
+        if task.role is not None:
+            groups.setdefault(task.pipeline, []).append(task)
+    pipelines = []
+    for name, tasks in sorted(groups.items()):
+        deploys = sorted((t for t in tasks if t.role == "deploy"), key=lambda t: (t.task_id, t.map_index))
+        if not deploys:
+            continue
+        sources = tuple(
+            source_status(t, facts.ledgers.get((t.task_id, t.map_index), ()), now, lost_after) for t in deploys
+        )
+        ready = sum(1 for s in sources if s.ready)
+        phase, outcome = progress_phase(facts.run_state, tasks, sources)
+        if outcome is None and facts.run_state in ("success", "failed"):
+            outcome = "committed" if facts.run_state == "success" and any(t.role == "commit" for t in tasks) else facts.run_state
+        due_in = None
+        if section is Section.ENDED:
+            phase = PipelinePhase.CLEANED
+        elif section is Section.RETAINED:
+            # A record waiting for its time wins over leftovers it does not list (a stray late
+            # write): the sweep adds those to a record, the due time shown stays the record's.
+            phase = {
+                RunPhase.CLEANUP_DUE: PipelinePhase.CLEANUP_OVERDUE,
+                RunPhase.UNRECORDED: PipelinePhase.AWAITING_CLEANUP if due_at is None else PipelinePhase.CLEANUP_DUE,
+            }.get(retention, PipelinePhase.CLEANUP_DUE)
+            if phase is PipelinePhase.CLEANUP_DUE and due_at is not None:
+                due_in = max(0.0, due_at - now)
+                if due_in == 0.0:
+                    phase = PipelinePhase.CLEANUP_OVERDUE
+        pipelines.append(
+            PipelineStatus(
+                pipeline=name,
+                phase=phase,
+                phase_text=phase_text(phase, ready, len(sources), outcome, due_in),
+                ready=ready,
+                total=len(sources),
+                outcome=outcome,
+                sources=sources,
+            )
+        )
+    return RunStatus(
+        dag_id=facts.dag_id,
+        run_id=facts.run_id,
+        run_state=facts.run_state,
+        section=section,
+        retention=retention,
+        cleanup_due_at=due_at,
+        pipelines=tuple(pipelines),
+    )
+
+
+def page_bounds(total: int, limit: int, offset: int, max_limit: int = 100) -> tuple[int, int]:
+    """Clamp a requested page to ``1 <= limit <= max_limit`` and ``0 <= offset``."""
+    limit = max(1, min(int(limit), max_limit))
+    offset = max(0, int(offset))
+    return limit, offset

@@ -1,0 +1,183 @@
+"""CheckpointFreshnessSensor: fail when a running job stops checkpointing (G7).
+
+Purpose
+    A streaming job (or any long job) can stay "running" while it makes no progress: a stuck
+    micro-batch, a source that hangs, a driver whose executors are gone. Its deploy task cannot
+    tell: the driver still heartbeats. This sensor watches the job's *checkpoints* and fails, with a
+    message naming the job and the age of its last checkpoint, when that age passes a threshold.
+    While the job checkpoints it keeps watching, deferred, until the job's deploy task ends.
+
+How it works
+    The job is a ``ZetaSparkJobOperator`` task of the same DAG run (``job_task_id``). Its driver
+    records a checkpoint on every ``zeta_context().checkpoint()`` call and, automatically, on every
+    Structured Streaming progress or idle event (a micro-batch committed, or a poll found no new
+    data); the driver bootstrap registers
+    the ``StreamingQueryListener`` as soon as the job's SparkSession exists. The ledger carries the
+    time of the last checkpoint.
+
+    An evaluation reads the deploy task's state and the ledgers of its attempts
+    (``runs/<dag>/<run>/attempts/<task>/<map_index>/*/ledger.json``) and asks
+    ``core.freshness.judge_freshness`` (rules ``job_ended``, ``ledger_unreadable``, ``not_started``,
+    ``between_attempts``, ``checkpoint_stale``, ``fresh``; each logged as ``zeta.freshness.<rule>``).
+    While watching, the task defers on ``CheckpointFreshnessTrigger``, which runs the same
+    evaluation every ``poll_interval`` seconds and also exactly when the current checkpoint would
+    go stale, so a stall is noticed within ``threshold`` + one poll; the task fails when a worker
+    has run its final evaluation (up to ~12 s later, ``MIN_DEFERRAL_SECONDS``, plus scheduling).
+    Ages are measured against the ledger's absolute times: a triggerer restart re-creates the
+    trigger from its kwargs and cannot stretch the wait. Idle streaming events (no new data) count
+    as signs of life; Spark Connect sessions get no listener (``runtime/streaming.py``).
+
+What it does not do
+    It does not stop or restart the job: it only reports (G8: the deploy task, the trigger on a
+    user action, and the cleanup stop drivers). It does not judge a job before its first driver has
+    claimed its attempt, nor between a failed attempt and its retry. Until the first checkpoint,
+    the age counts from the attempt's start (driver and JVM start-up included): a job that never
+    checkpoints is stale after ``threshold`` — use it on jobs that do.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_provider_zeta.core.freshness import Freshness, FreshnessJudgement, current_ledger, judge_freshness
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
+from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
+from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def read_attempt_ledgers(storage, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Ledger | CorruptState]:
+    """Every attempt's ledger of one deploy task (a token directory without a ledger is skipped)."""
+    base = task_attempts_dir(dag_id, run_id, task_id, map_index)
+    found: list[Ledger | CorruptState] = []
+    for token in storage.list_dir(base):
+        attempt = storage.child(f"{base}/{token}")
+        try:
+            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), token, attempt.url_of(LEDGER_FILE))
+        except CorruptState as error:
+            found.append(error)
+            continue
+        if ledger is not None:
+            found.append(ledger)
+    return found
+
+
+class JobWatch:
+    """Reads what ``judge_freshness`` needs for one job; usable in a task and in a trigger."""
+
+    def __init__(self, dag_id: str, run_id: str, job_task_id: str, map_index: int, state_root: str, threshold: float):
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.job_task_id = job_task_id
+        self.map_index = int(map_index)
+        self.state_root = state_root
+        self.threshold = float(threshold)
+        self._storage = None
+
+    @property
+    def job(self) -> str:
+        suffix = f"[{self.map_index}]" if self.map_index >= 0 else ""
+        return f"{self.dag_id}.{self.job_task_id}{suffix}"
+
+    def task_state(self) -> str | None:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        states = RuntimeTaskInstance.get_task_states(
+            dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]
+        ).get(self.run_id, {})
+        key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
+        return states.get(key)
+
+    def ledger(self) -> Ledger | CorruptState | None:
+        if self._storage is None:
+            self._storage = open_state_storage(self.state_root)
+        return current_ledger(
+            read_attempt_ledgers(self._storage, self.dag_id, self.run_id, self.job_task_id, self.map_index)
+        )
+
+    def judge(self) -> FreshnessJudgement:
+        # Task state first: a job that ended between the two reads is then judged by its ledger as
+        # "between attempts" (watching), never as stale.
+        state = self.task_state()
+        return judge_freshness(self.job, state, self.ledger(), time.time(), self.threshold)
+
+
+class CheckpointFreshnessSensor(BaseOperator):
+    """Fail when the running job ``job_task_id`` has not checkpointed for ``threshold`` seconds.
+
+    :param job_task_id: task id of the ``ZetaSparkJobOperator`` to watch (same DAG run); for a
+        ``zeta_pipeline`` source: ``"<pipeline_id>.deploy_<source>"``.
+    :param threshold: seconds the last checkpoint may be old (keep it well above the job's
+        checkpoint interval plus ``[zeta] driver_heartbeat_interval``: checkpoints reach the ledger
+        at most once a second, and at the latest with the next heartbeat; and above the driver's
+        start-up time up to its first checkpoint).
+    :param map_index: map index of the job task (``-1``: not mapped).
+    :param poll_interval: seconds between two looks of the trigger (default ``[zeta] poll_interval``).
+
+    Place it beside the job (no upstream edge), as ``ReadyToCloseSensor`` is: it starts watching
+    when the run starts and succeeds when the job's task ends, whatever its outcome.
+    """
+
+    ui_color = "#c9d6f0"
+
+    def __init__(
+        self,
+        *,
+        job_task_id: str,
+        threshold: float,
+        map_index: int = -1,
+        poll_interval: float | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not job_task_id:
+            raise ValueError(f"{self.task_id}: 'job_task_id' must name the ZetaSparkJobOperator task to watch")
+        if threshold is None or float(threshold) <= 0:
+            raise ValueError(f"{self.task_id}: 'threshold' must be positive seconds, got {threshold!r}")
+        if poll_interval is not None and float(poll_interval) <= 0:
+            raise ValueError(f"{self.task_id}: 'poll_interval' must be positive seconds, got {poll_interval!r}")
+        self.job_task_id = job_task_id
+        self.threshold = float(threshold)
+        self.map_index = int(map_index)
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Context) -> Any:
+        return self._evaluate(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        if event:
+            self.log.info("zeta.freshness: woken by the trigger: %s", event.get("message"))
+        return self._evaluate(context)
+
+    def _evaluate(self, context: Context) -> Any:
+        settings = ZetaSettings.load()
+        ti = context["ti"]
+        watch = JobWatch(ti.dag_id, ti.run_id, self.job_task_id, self.map_index, settings.state_root, self.threshold)
+        judgement = watch.judge()
+        self.log.info("zeta.freshness.%s: %s", judgement.rule, judgement.message)
+        if judgement.verdict is Freshness.STALE:
+            raise AirflowFailException(f"[zeta.freshness.{judgement.rule}] {judgement.message}")
+        if judgement.verdict is Freshness.ENDED:
+            return {"job": watch.job, "rule": judgement.rule, "token": judgement.token}
+        from airflow_provider_zeta.triggers import not_before
+        from airflow_provider_zeta.triggers.checkpoint_freshness import CheckpointFreshnessTrigger
+
+        self.defer(
+            trigger=CheckpointFreshnessTrigger(
+                dag_id=ti.dag_id,
+                run_id=ti.run_id,
+                job_task_id=self.job_task_id,
+                map_index=self.map_index,
+                threshold=self.threshold,
+                poll_interval=float(self.poll_interval or settings.poll_interval),
+                state_root=settings.state_root,
+                not_before=not_before(),
+            ),
+            method_name="execute_complete",
+        )

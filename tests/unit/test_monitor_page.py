@@ -1,0 +1,73 @@
+"""The page renders what the API returns, escaped, with per-section pagination."""
+
+from __future__ import annotations
+
+from airflow_provider_zeta.core.monitor import Section
+from airflow_provider_zeta.plugins.page import render_page, render_sections
+
+
+def run(run_id="manual__<script>alert(1)</script>", phase_text="ready 1 of 3"):
+    return {
+        "dag_id": "sales",
+        "run_id": run_id,
+        "run_state": "running",
+        "pipelines": [
+            {
+                "pipeline": "p",
+                "phase": "ready",
+                "phase_text": phase_text,
+                "ready": 1,
+                "total": 3,
+                "outcome": None,
+                "sources": [
+                    {
+                        "source": "emea",
+                        "task_id": "p.deploy_emea",
+                        "task_state": "deferred",
+                        "driver": "running",
+                        "token": "abc",
+                        "heartbeat_age_text": "2s",
+                        "checkpoint_age_text": "1s",
+                        "rows": None,
+                        "spark_ui_url": None,
+                        "error": "<b>boom</b>",
+                        "driver_link": "/zeta/driver?dag_id=sales&run_id=x&task_id=p.deploy_emea&map_index=-1",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def sections(total=1, offset=0, runs=None):
+    empty = {"total": 0, "limit": 10, "offset": 0, "runs": []}
+    return {
+        Section.RUNNING: {"total": total, "limit": 10, "offset": offset, "runs": runs if runs is not None else [run()]},
+        Section.RETAINED: empty,
+        Section.ENDED: empty,
+    }
+
+
+def test_values_are_escaped_and_the_phase_and_ready_count_shown():
+    html = render_page(render_sections(sections(), {}, 0.0))
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>boom</b>" not in html
+    assert "ready 1 of 3" in html and 'href="driver?dag_id=sales' in html
+    assert html.count("<script>") == 1  # only the refresher
+
+
+def test_each_section_paginates_on_its_own():
+    html = render_sections(sections(total=25, offset=10), {"dag_id": "sales"}, 0.0)
+    assert "11&ndash;20 of 25" in html
+    assert 'href="ui?dag_id=sales&amp;running_offset=0"' in html
+    assert 'href="ui?dag_id=sales&amp;running_offset=20"' in html
+    assert "Retained for cleanup (0)" in html
+
+
+def test_without_a_driver_link_no_link_is_rendered():
+    data = sections()
+    for section in data.values():
+        for found in section["runs"]:
+            found["pipelines"][0]["sources"][0]["driver_link"] = None
+    html = render_sections(data, {}, 0.0)
+    assert 'href="driver?' not in html and "ready 1 of 3" in html

@@ -1,0 +1,327 @@
+"""Rules of the monitoring page (core/monitor.py) and of checkpoint freshness (core/freshness.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_zeta.core.cleanup import CleanupRecord, RecordStatus, RunPhase
+from airflow_provider_zeta.core.freshness import (
+    Freshness,
+    current_attempt,
+    current_ledger,
+    describe_age,
+    judge_freshness,
+    next_look,
+)
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
+from airflow_provider_zeta.core.monitor import (
+    PipelinePhase,
+    RunFacts,
+    Section,
+    TaskRow,
+    page_bounds,
+    redact,
+    run_status,
+    known_section,
+    safe_link,
+    section_order,
+    without_log_details,
+)
+from airflow_provider_zeta.core.paths import attempt_dir
+
+NOW = 1_000_000.0
+DAG, RUN = "sales", "scheduled__2026-01-01T00:00:00+00:00"
+
+
+def ledger(token="t1", status=LedgerStatus.RUNNING, started=NOW - 100, beat=NOW - 2, ckpt=None, source="emea", **kw):
+    return Ledger(
+        token=token,
+        status=status,
+        started_at=started,
+        heartbeat_at=beat,
+        last_checkpoint_at=ckpt,
+        checkpoints=0 if ckpt is None else 5,
+        source=source,
+        **kw,
+    )
+
+
+# ---------------------------------------------------------------------------- freshness
+
+
+def test_a_fresh_running_job_is_watched_until_its_checkpoint_would_go_stale():
+    judgement = judge_freshness("sales.deploy_emea", "deferred", ledger(ckpt=NOW - 10), NOW, threshold=30)
+    assert (judgement.verdict, judgement.rule) == (Freshness.WATCHING, "fresh")
+    assert judgement.stale_at == NOW + 20
+    assert next_look(judgement, NOW, poll_interval=5) == NOW + 5
+    assert next_look(judgement, NOW + 18, poll_interval=5) == NOW + 20.5  # just past the stale moment
+
+
+def test_a_stale_checkpoint_fails_with_the_job_and_the_age():
+    judgement = judge_freshness("sales.deploy_emea", "deferred", ledger(ckpt=NOW - 95), NOW, threshold=60)
+    assert (judgement.verdict, judgement.rule) == (Freshness.STALE, "checkpoint_stale")
+    assert "sales.deploy_emea" in judgement.message and "1m 35s ago (95.0s)" in judgement.message
+    assert "threshold of 60s" in judgement.message and judgement.age == 95
+
+
+def test_before_the_first_checkpoint_the_age_counts_from_the_start():
+    assert judge_freshness("j", "deferred", ledger(started=NOW - 20), NOW, 30).verdict is Freshness.WATCHING
+    stale = judge_freshness("j", "deferred", ledger(started=NOW - 40), NOW, 30)
+    assert stale.verdict is Freshness.STALE and "no checkpoint yet" in stale.message
+
+
+def test_a_lost_driver_is_caught_by_the_same_rule_and_named_by_its_heartbeat():
+    judgement = judge_freshness("j", "deferred", ledger(ckpt=NOW - 50, beat=NOW - 50), NOW, 30)
+    assert judgement.verdict is Freshness.STALE and "heartbeat 50s ago" in judgement.message
+
+
+@pytest.mark.parametrize("state", ["success", "failed", "upstream_failed", "skipped", "removed"])
+def test_the_watch_ends_with_the_job_task_whatever_the_ledger_says(state):
+    judgement = judge_freshness("j", state, ledger(ckpt=NOW - 999), NOW, 30)
+    assert (judgement.verdict, judgement.rule) == (Freshness.ENDED, "job_ended")
+
+
+def test_no_attempt_yet_and_between_attempts_keep_watching():
+    assert judge_freshness("j", "queued", None, NOW, 30).rule == "not_started"
+    failed = ledger(status=LedgerStatus.FAILED, ckpt=NOW - 999)
+    assert judge_freshness("j", "up_for_retry", failed, NOW, 30).rule == "between_attempts"
+
+
+def test_an_unreadable_ledger_fails_the_watch():
+    judgement = judge_freshness("j", "deferred", CorruptState("ledger x is not valid JSON"), NOW, 30)
+    assert (judgement.verdict, judgement.rule) == (Freshness.STALE, "ledger_unreadable")
+
+
+def test_threshold_must_be_positive():
+    with pytest.raises(ValueError, match="threshold"):
+        judge_freshness("j", None, None, NOW, 0)
+
+
+def test_current_attempt_is_the_newest_by_start_whatever_its_status():
+    old_running = ledger("a", started=NOW - 50)
+    new_failed = ledger("b", LedgerStatus.FAILED, started=NOW - 10)
+    newest_running = ledger("c", started=NOW - 20)
+    assert current_attempt([old_running, new_failed, newest_running]).token == "b"
+    assert current_attempt([old_running, newest_running]).token == "c"
+    assert current_attempt([new_failed, ledger("d", LedgerStatus.CANCELLED, started=NOW - 30)]).token == "b"
+    assert current_attempt([]) is None
+
+
+def test_a_killed_older_attempt_still_saying_running_does_not_hide_a_newer_one():
+    # Attempt A was SIGKILLed (its ledger says "running" forever); attempt B ran and succeeded.
+    killed = ledger("a", started=NOW - 900, beat=NOW - 800, ckpt=NOW - 800)
+    succeeded = ledger("b", LedgerStatus.SUCCEEDED, started=NOW - 300, beat=NOW - 5, ckpt=NOW - 6)
+    assert current_attempt([killed, succeeded]).token == "b"
+    judgement = judge_freshness("j", "running", current_ledger([killed, succeeded]), NOW, 60)
+    assert (judgement.verdict, judgement.rule, judgement.token) == (Freshness.WATCHING, "between_attempts", "b")
+    # The page shows B's driver, not A's lost one.
+    tasks = pipeline_tasks()
+    facts = RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [killed, succeeded]})
+    source = only_pipeline(run_status(facts, NOW, 60)).sources[2]
+    assert (source.driver, source.token, source.attempts) == ("succeeded", "b", 2)
+    # A newer running attempt after both is followed.
+    retry = ledger("c", started=NOW - 30, ckpt=NOW - 10)
+    assert judge_freshness("j", "running", current_ledger([killed, succeeded, retry]), NOW, 60).token == "c"
+
+
+def test_which_ledger_counts_when_some_are_unreadable():
+    bad = CorruptState("ledger x is not valid JSON")
+    good = ledger("a", started=NOW - 50)
+    assert current_ledger([bad, good]) is good
+    assert current_ledger([bad]) is bad
+    assert current_ledger([]) is None
+    assert judge_freshness("j", "running", current_ledger([bad]), NOW, 30).rule == "ledger_unreadable"
+
+
+def test_describe_age():
+    assert [describe_age(v) for v in (None, 0, 7.4, 65, 3725)] == ["-", "0s", "7s", "1m 05s", "1h 02m"]
+
+
+# ---------------------------------------------------------------------------- listing
+
+
+def pipeline_tasks(deploys=("success", "running", "running"), ready="deferred", commit=None, group="sales_pipe"):
+    names = ("emea", "amer", "apac")
+    tasks = [TaskRow(f"{group}.deploy_{n}", "ZetaSparkJobOperator", s) for n, s in zip(names, deploys)]
+    tasks.append(TaskRow(f"{group}.ready_to_close", "ReadyToCloseSensor", ready))
+    tasks.append(TaskRow(f"{group}.completed_point", "CompletedPointOperator", commit))
+    return tasks
+
+
+def ledgers_for(tasks, statuses):
+    found, paths = {}, []
+    for task, status in zip([t for t in tasks if t.operator == "ZetaSparkJobOperator"], statuses):
+        if status is None:
+            continue
+        token = f"tok-{task.task_id.rsplit('_', 1)[-1]}"
+        found[(task.task_id, -1)] = [ledger(token, status, ckpt=NOW - 3, source=task.task_id.rsplit("_", 1)[-1], rows=7)]
+        paths.append(attempt_dir(DAG, RUN, task.task_id, -1, token))
+    return found, paths
+
+
+def facts(run_state="running", tasks=None, statuses=(LedgerStatus.SUCCEEDED, LedgerStatus.RUNNING, LedgerStatus.RUNNING), records=()):
+    tasks = pipeline_tasks() if tasks is None else tasks
+    found, paths = ledgers_for(tasks, statuses)
+    return RunFacts(DAG, RUN, run_state, tasks, found, records, paths)
+
+
+def record(due_at, incarnation=0, status=RecordStatus.PENDING):
+    return CleanupRecord(DAG, RUN, incarnation, "sales_pipe.cleanup", NOW - 10, due_at, status=status)
+
+
+def only_pipeline(status):
+    assert len(status.pipelines) == 1
+    return status.pipelines[0]
+
+
+def test_a_running_pipeline_shows_ready_k_of_n_and_its_drivers():
+    status = run_status(facts(), NOW, lost_after=60)
+    assert status.section is Section.RUNNING
+    pipeline = only_pipeline(status)
+    assert (pipeline.pipeline, pipeline.phase, pipeline.phase_text) == ("sales_pipe", PipelinePhase.READY, "ready 1 of 3")
+    amer, _, emea = pipeline.sources  # by task id
+    assert (emea.source, emea.driver, emea.ready, emea.rows) == ("emea", "succeeded", True, 7)
+    assert (amer.driver, amer.token, amer.heartbeat_age, amer.checkpoint_age) == ("running", "tok-amer", 2, 3)
+
+
+@pytest.mark.parametrize(
+    "deploys, statuses, commit, run_state, phase",
+    [
+        (("queued", "queued", "queued"), (None, None, None), None, "running", PipelinePhase.DEPLOYING),
+        (("deferred",) * 3, (LedgerStatus.RUNNING,) * 3, None, "running", PipelinePhase.RUNNING),
+        (("success",) * 3, (LedgerStatus.SUCCEEDED,) * 3, "running", "running", PipelinePhase.READY),
+        (("success",) * 3, (LedgerStatus.SUCCEEDED,) * 3, "success", "running", PipelinePhase.COMMITTED),
+        (("failed", "deferred", "deferred"), (LedgerStatus.FAILED,) + (LedgerStatus.RUNNING,) * 2, None, "running", PipelinePhase.FAILED),
+        (("up_for_retry", "deferred", "deferred"), (LedgerStatus.FAILED,) + (LedgerStatus.RUNNING,) * 2, None, "running", PipelinePhase.RUNNING),
+    ],
+)
+def test_progress_phases(deploys, statuses, commit, run_state, phase):
+    tasks = pipeline_tasks(deploys=deploys, commit=commit)
+    status = run_status(facts(run_state, tasks, statuses), NOW, 60)
+    assert status.section is Section.RUNNING
+    assert only_pipeline(status).phase is phase
+
+
+def test_a_run_whose_cleanup_waits_is_retained_even_while_airflow_shows_it_running():
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    status = run_status(facts("running", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 3000)]), NOW, 60)
+    assert status.section is Section.RETAINED and status.retention is RunPhase.RETAINED
+    pipeline = only_pipeline(status)
+    assert pipeline.phase is PipelinePhase.CLEANUP_DUE
+    assert pipeline.phase_text == "committed · cleanup due in 50m 00s"
+    assert status.cleanup_due_at == NOW + 3000
+
+
+def test_a_run_with_a_running_driver_is_running_even_with_a_pending_record():
+    status = run_status(facts(records=[record(NOW + 3000)]), NOW, 60)
+    assert status.section is Section.RUNNING
+
+
+def test_ended_runs_are_retained_until_nothing_is_left():
+    tasks = pipeline_tasks(deploys=("success", "failed", "success"), commit="upstream_failed")
+    ended = (LedgerStatus.SUCCEEDED, LedgerStatus.FAILED, LedgerStatus.SUCCEEDED)
+    waiting = run_status(facts("failed", tasks, ended, [record(NOW + 60)]), NOW, 60)
+    assert waiting.section is Section.RETAINED
+    assert only_pipeline(waiting).phase_text == "failed · cleanup due in 1m 00s"
+    overdue = run_status(facts("failed", tasks, ended, [record(NOW - 5)]), NOW, 60)
+    assert only_pipeline(overdue).phase is PipelinePhase.CLEANUP_OVERDUE
+    unrecorded = run_status(facts("failed", tasks, ended), NOW, 60)
+    assert (unrecorded.section, only_pipeline(unrecorded).phase) == (Section.RETAINED, PipelinePhase.AWAITING_CLEANUP)
+    cleaned = run_status(facts("success", pipeline_tasks(("success",) * 3, "success", "success"), (None,) * 3), NOW, 60)
+    assert (cleaned.section, only_pipeline(cleaned).phase, only_pipeline(cleaned).outcome) == (
+        Section.ENDED,
+        PipelinePhase.CLEANED,
+        "committed",
+    )
+
+
+def test_pipelines_are_grouped_by_task_group_and_other_tasks_ignored():
+    tasks = pipeline_tasks(group="a") + pipeline_tasks(group="b") + [TaskRow("report", "PythonOperator", "success")]
+    tasks.append(TaskRow("standalone", "ZetaSparkJobOperator", "running"))
+    status = run_status(RunFacts(DAG, RUN, "running", tasks), NOW, 60)
+    assert [p.pipeline for p in status.pipelines] == ["", "a", "b"]
+    assert status.pipelines[0].sources[0].source == "standalone"
+
+
+def test_a_corrupt_ledger_is_shown_not_fatal():
+    tasks = pipeline_tasks()
+    bad = {(tasks[0].task_id, -1): [CorruptState("driver ledger x is not valid JSON (password=hunter2)")]}
+    status = run_status(RunFacts(DAG, RUN, "running", tasks, bad), NOW, 60)
+    source = only_pipeline(status).sources[2]
+    assert source.source == "emea" and source.driver == "corrupt" and "hunter2" not in source.error
+
+
+@pytest.mark.parametrize(
+    "text, secret",
+    [
+        ("password=hunter2 rows=3", "hunter2"),
+        ('{"secret_key": "s3cr3t", "rows": 3}', "s3cr3t"),
+        ("--conf spark.hadoop.fs.s3a.secret.key=AKIAXYZ", "AKIAXYZ"),
+        ("postgresql://user:pa55word@db:5432/x", "pa55word"),
+        ("Authorization: Bearer eyJhbGciOi.abc.def", "eyJhbGciOi"),
+        ("api_key: 'k-123'", "k-123"),
+        ("spark-submit --password hunter2 --verbose", "hunter2"),
+        ("run.sh --db-password 'pa ss' -x", "pa ss"),
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+        ('{"Authorization": "Basic dXNlcjpodW50ZXIy"}', "dXNlcjpodW50ZXIy"),
+        ("authorization=Token ghp_abc123", "ghp_abc123"),
+    ],
+)
+def test_redact_masks_credentials(text, secret):
+    assert secret not in redact(text)
+
+
+def test_redact_keeps_ordinary_text_and_safe_link_refuses_odd_urls():
+    assert redact("rows=3 source=emea") == "rows=3 source=emea"
+    assert redact("spark-submit --password hunter2 --verbose") == "spark-submit --password *** --verbose"
+    assert redact("Authorization: Basic dXNlcjpodW50ZXIy") == "Authorization: Basic ***"
+    assert redact("--password-file --verbose") == "--password-file --verbose"
+    assert safe_link("http://host:4040") == "http://host:4040"
+    assert safe_link("javascript:alert(1)") is None and safe_link(None) is None
+    assert safe_link('http://x/"><script>') is None
+
+
+def test_page_bounds():
+    assert page_bounds(10, 500, -3) == (100, 0)
+    assert page_bounds(10, 0, 5) == (1, 5)
+
+
+def test_without_task_log_access_the_driver_error_and_spark_ui_are_left_out():
+    tasks = pipeline_tasks(deploys=("running", "running", "running"))
+    running = ledger("t", ckpt=NOW - 3, spark_ui_url="http://driver:4040", error="boom at stage 3")
+    facts = RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [running]})
+    source = only_pipeline(run_status(facts, NOW, 60)).sources[2]
+    assert (source.spark_ui_url, source.error) == ("http://driver:4040", "boom at stage 3")
+    hidden = without_log_details(source)
+    assert (hidden.spark_ui_url, hidden.error) == (None, None)
+    assert (hidden.driver, hidden.token, hidden.checkpoint_age) == (source.driver, source.token, source.checkpoint_age)
+
+
+@pytest.mark.parametrize(
+    "run_state, has_dir, section",
+    [
+        ("success", False, Section.ENDED),
+        ("failed", False, Section.ENDED),
+        (None, False, Section.ENDED),
+        ("success", True, None),  # data left: run_status decides (retained or ended)
+        ("running", False, None),  # still deploying: run_status decides
+        ("queued", True, None),
+    ],
+)
+def test_a_finished_run_with_no_directory_left_is_ended_without_reading_the_state_root(run_state, has_dir, section):
+    assert known_section(run_state, has_dir) is section
+    if section is Section.ENDED:  # the same verdict run_status gives with nothing on the state root
+        assert run_status(RunFacts(DAG, RUN, run_state, pipeline_tasks()), NOW, 60).section is Section.ENDED
+
+
+def test_retained_runs_are_ordered_by_the_soonest_cleanup():
+    done = (LedgerStatus.SUCCEEDED,) * 3
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    statuses = [
+        run_status(facts("success", tasks, done, records=() if due is None else (record(due),)), NOW, 60)
+        for due in (NOW + 500, None, NOW + 100)
+    ]
+    assert all(status.section is Section.RETAINED for status in statuses)
+    ordered = sorted(statuses, key=lambda status: section_order(Section.RETAINED, status))
+    assert [status.cleanup_due_at for status in ordered] == [NOW + 100, NOW + 500, None]
+    assert section_order(Section.RUNNING, statuses[0]) == ()
