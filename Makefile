@@ -26,7 +26,7 @@ demo: install
 
 ## bench: benchmark scripts under benchmarks/; figures go to docs/benchmarks.md
 bench: install
-	$(BIN)/python benchmarks/ready_to_close_bench.py
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

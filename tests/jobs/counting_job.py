@@ -3,7 +3,8 @@
 Works with and without Spark (``job_params["spark"]``): with Spark it writes real Parquet rows,
 without it a JSON file. Runs for ``seconds`` (checkpointing each second) or until ``release_file``
 exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) makes it raise. The launch log is the test's own count of
-driver launches, independent of the provider's bookkeeping.
+driver launches, independent of the provider's bookkeeping; a job that finishes also logs an
+``end`` entry with its token.
 """
 
 import json
@@ -18,13 +19,26 @@ def expected_row_count(source: str) -> int:
 
 def _launches() -> list:
     with open(params["launch_log"]) as log:
-        return [json.loads(line) for line in log if line.strip()]
+        return [entry for entry in (json.loads(line) for line in log if line.strip()) if "end" not in entry]
 
 
 ctx = zeta_context()
 params = ctx.params
 with open(params["launch_log"], "a") as log:
-    log.write(json.dumps({"token": ctx.token, "pid": os.getpid(), "at": time.time(), "task": ctx.task_id}) + "\n")
+    log.write(
+        json.dumps(
+            {
+                "token": ctx.token,
+                "pid": os.getpid(),
+                "at": time.time(),
+                "task": ctx.task_id,
+                "source": ctx.source,
+                "run_id": ctx.run_id,
+                "incarnation": ctx.incarnation,
+            }
+        )
+        + "\n"
+    )
 
 use_spark = str(params.get("spark", "")).lower() in ("1", "true", "yes")
 spark = None
@@ -58,3 +72,5 @@ if params.get("fail_first_of") == ctx.source and len([e for e in _launches() if 
     # must never be published.
     raise RuntimeError(f"first attempt of {ctx.source} fails after staging its output")
 ctx.report(rows=rows)
+with open(params["launch_log"], "a") as log:
+    log.write(json.dumps({"token": ctx.token, "source": ctx.source, "end": time.time()}) + "\n")
