@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench chaos clean
 
 $(STAMP): setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ demo: install
 ## bench: benchmark scripts under benchmarks/; figures go to docs/benchmarks.md
 bench: install
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
+
+## chaos: the long chaos soak (real Spark, SQLite and PostgreSQL, provider vs stock operators)
+chaos: install
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info
