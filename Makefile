@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 CHROMIUM ?= $(if $(ZETA_CHROMIUM),$(ZETA_CHROMIUM),/usr/bin/chromium)
 export ZETA_CHROMIUM := $(CHROMIUM)
 
-.PHONY: install test demo bench clean
+.PHONY: install test demo bench chaos clean
 
 $(STAMP): setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,11 @@ demo: install
 
 ## bench: benchmark scripts under benchmarks/; figures go to docs/benchmarks.md
 bench: install
-	$(BIN)/python benchmarks/ready_to_close_bench.py
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
+
+## chaos: the long chaos soak (real Spark, SQLite and PostgreSQL, provider vs stock operators)
+chaos: install
+	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

@@ -36,7 +36,9 @@ def load_job_module():
 
 
 def launches(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    """The jobs' launch entries (each job also logs an ``end`` entry when it finishes)."""
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    return [entry for entry in entries if "end" not in entry]
 
 
 def say(text: str = "") -> None:

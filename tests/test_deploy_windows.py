@@ -25,9 +25,11 @@ WINDOWS = ("before_intent", "after_intent", "after_launch", "after_handle", "bef
 
 
 def launches(log: Path) -> list[dict]:
+    """The job's launch entries (it also logs an ``end`` entry when it finishes)."""
     if not log.exists():
         return []
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    entries = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    return [entry for entry in entries if "end" not in entry]
 
 
 def ledger_path(cluster, run_id: str, token: str) -> Path:

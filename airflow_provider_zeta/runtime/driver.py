@@ -127,14 +127,16 @@ class DriverBootstrap:
     def write(self, status: LedgerStatus, error: str | None = None, claim: bool = False) -> bool:
         """Write the ledger unless a terminal status was already written; True when written.
 
-        Only the claim may create the ledger. A later write that finds it gone means the delayed
-        cleanup (or the sweep) deleted this attempt: the run is over. Writing would re-create a
-        directory nobody will delete again, so the driver stops instead (a late arrival is a no-op).
+        Only the claim may create the attempt directory. A later write that finds the directory
+        gone means the delayed cleanup (or the sweep) deleted this attempt: the run is over.
+        Writing would re-create a directory nobody will delete again, so the driver stops instead
+        (a late arrival is a no-op). A ledger file missing from a directory that is still there is
+        outside damage: the next write restores it.
         """
         with self._lock:
             if self._terminal:
                 return False
-            if not claim and not self.attempt.exists(LEDGER_FILE):
+            if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
                 self._terminal = True
                 raise AttemptDeleted(self.token)
             self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())

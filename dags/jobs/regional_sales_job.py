@@ -1,14 +1,17 @@
 """PySpark job of the example pipeline: one region's sales for one day, deterministic.
 
 Every (region, ds) has a known content — ``expected_rows(region, ds)`` — so a test or the demo can
-check a published partition row by row. Appends to ``params["launch_log"]`` (when given) so a
-reader can count how often the job really ran.
+check a published partition row by row. Appends to ``params["launch_log"]`` (when given) a line
+when it starts and one when it ends (entries with ``"end"``), so a reader can count how often the
+job really ran and for how long. ``--standalone`` runs it without the provider (the baseline).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import time
 
 
@@ -21,6 +24,39 @@ def expected_rows(region: str, ds: str) -> list[dict]:
     ]
 
 
+def main_standalone(argv: list[str]) -> None:
+    """The same job as a plain PySpark application, for the stock ``SparkSubmitOperator`` baseline.
+
+    It writes straight into ``{output}/ds={ds}/source={region}`` (overwrite), as such pipelines
+    usually do: no staging, no commit — what the benchmarks and the chaos suite compare against.
+    """
+    import argparse
+
+    from pyspark.sql import SparkSession
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--region", required=True)
+    parser.add_argument("--ds", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--launch-log", default="")
+    parser.add_argument("--work-seconds", type=float, default=0)
+    args = parser.parse_args(argv)
+    started = time.time()
+    _log(args.launch_log, {"source": args.region, "token": f"pid-{os.getpid()}", "run_id": args.ds, "at": started})
+    spark = SparkSession.builder.appName(f"regional_sales_baseline_{args.region}").getOrCreate()
+    time.sleep(args.work_seconds)
+    rows = expected_rows(args.region, args.ds)
+    df = spark.createDataFrame(rows, "region string, order_id string, amount_cents long")
+    df.write.mode("overwrite").parquet(f"{args.output}/ds={args.ds}/source={args.region}")
+    _log(args.launch_log, {"source": args.region, "token": f"pid-{os.getpid()}", "end": time.time(), "started": started})
+
+
+def _log(path: str, entry: dict) -> None:
+    if path:
+        with open(path, "a") as log:
+            log.write(json.dumps(entry) + "\n")
+
+
 def main() -> None:
     from pyspark.sql import SparkSession
 
@@ -28,9 +64,8 @@ def main() -> None:
 
     ctx = zeta_context()
     launch_log = ctx.params.get("launch_log")
-    if launch_log:
-        with open(launch_log, "a") as log:
-            log.write(json.dumps({"source": ctx.source, "token": ctx.token, "run_id": ctx.run_id, "at": time.time()}) + "\n")
+    started = time.time()
+    _log(launch_log, {"source": ctx.source, "token": ctx.token, "run_id": ctx.run_id, "incarnation": ctx.incarnation, "at": started})
     spark = SparkSession.builder.appName(f"regional_sales_{ctx.source}").getOrCreate()
     work_seconds = float(ctx.params.get("work_seconds") or 0)
     deadline = time.time() + work_seconds
@@ -42,7 +77,11 @@ def main() -> None:
     df.write.mode("overwrite").parquet(ctx.output_path)
     ctx.report(rows=df.count())
     ctx.checkpoint()
+    _log(launch_log, {"source": ctx.source, "token": ctx.token, "end": time.time(), "started": started})
 
 
 if __name__ == "__main__":
-    main()
+    if "--standalone" in sys.argv:
+        main_standalone([a for a in sys.argv[1:] if a != "--standalone"])
+    else:
+        main()

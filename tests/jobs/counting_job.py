@@ -5,7 +5,8 @@ without it a JSON file. Runs for ``seconds`` (checkpointing each second) or unti
 exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) makes it raise.
 ``leak_connection_env`` (an ``AIRFLOW_CONN_*`` variable) makes it print that connection's password
 into its driver log. The launch log is the test's own count of
-driver launches, independent of the provider's bookkeeping.
+driver launches, independent of the provider's bookkeeping; a job that finishes also logs an
+``end`` entry with its token.
 """
 
 import json
@@ -21,13 +22,26 @@ def expected_row_count(source: str) -> int:
 
 def _launches() -> list:
     with open(params["launch_log"]) as log:
-        return [json.loads(line) for line in log if line.strip()]
+        return [entry for entry in (json.loads(line) for line in log if line.strip()) if "end" not in entry]
 
 
 ctx = zeta_context()
 params = ctx.params
 with open(params["launch_log"], "a") as log:
-    log.write(json.dumps({"token": ctx.token, "pid": os.getpid(), "at": time.time(), "task": ctx.task_id}) + "\n")
+    log.write(
+        json.dumps(
+            {
+                "token": ctx.token,
+                "pid": os.getpid(),
+                "at": time.time(),
+                "task": ctx.task_id,
+                "source": ctx.source,
+                "run_id": ctx.run_id,
+                "incarnation": ctx.incarnation,
+            }
+        )
+        + "\n"
+    )
 
 if params.get("leak_connection_env"):
     # A careless job: it prints a connection's password into its driver log, in the forms jobs and
@@ -74,3 +88,5 @@ if params.get("fail_first_of") == ctx.source and len([e for e in _launches() if 
     # must never be published.
     raise RuntimeError(f"first attempt of {ctx.source} fails after staging its output")
 ctx.report(rows=rows)
+with open(params["launch_log"], "a") as log:
+    log.write(json.dumps({"token": ctx.token, "source": ctx.source, "end": time.time()}) + "\n")

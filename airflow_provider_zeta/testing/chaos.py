@@ -1,0 +1,342 @@
+"""Chaos scenarios: pipeline runs under seeded ``kill -9`` of the scheduler, triggerer and workers.
+
+One scenario, on a running ``AirflowCluster``:
+
+1. a run of the pipeline for the first date (manual trigger with a logical date);
+2. a backfill of ``dates`` that reprocesses the first date (``reprocess_behavior="completed"``):
+   the first date's run is cleared (a new incarnation), the others are new runs;
+3. meanwhile, at seeded random moments, ``kill -9`` of a random component — the scheduler or the
+   triggerer (restarted after a few seconds, like a supervisor would) or every LocalExecutor worker
+   with its task processes (nothing restarts those; the scheduler's heartbeat timeout notices);
+4. a reader thread lists the output table every 0.2 s the whole time.
+
+It then checks, and reports as ``violations``:
+
+* every published partition holds exactly the expected rows per source (none duplicated or lost);
+* at most one driver launch per (run, source, incarnation), except a redeploy after a driver that
+  really died (no ``end`` in the launch log), which is counted apart;
+* the reader never saw a partition half-published (missing marker, source or data file);
+* after the retention window: nothing left in the state root or the table's hidden directories,
+  and no driver process of the scenario alive;
+* every run reached a terminal state within ``bound_s``.
+
+The same scenario runs the baseline DAG (stock operators): its figures (extra launches, duplicate
+or lost rows, half-visible partitions, leftovers) are reported, not asserted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from airflow_provider_zeta.processes import pids_carrying
+from airflow_provider_zeta.testing.cluster import AirflowCluster
+from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+
+COMPONENTS = ("scheduler", "triggerer", "worker")
+
+
+def kill_workers(cluster: AirflowCluster) -> list[int]:
+    """SIGKILL every LocalExecutor worker of the cluster and its children (the task processes)."""
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if b"LocalExecutor" in cmdline and str(cluster.home).encode() in environ:
+            killed.append(int(entry.name))
+    for pid in killed:
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            children = []
+        for child in children:
+            try:
+                os.kill(int(child), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+@dataclasses.dataclass
+class Kill:
+    component: str
+    at: float  # seconds since the scenario started
+    restart_after: float
+    resume_s: float | None = None  # restart (or kill) -> next task state change of any scenario run
+
+
+class TableWatcher(threading.Thread):
+    """Lists the output table every ``interval`` s; records any partition seen incomplete."""
+
+    def __init__(self, root: Path, sources: tuple[str, ...], interval: float = 0.2) -> None:
+        super().__init__(daemon=True)
+        self.root, self.sources, self.interval = root, set(sources), interval
+        self.stop = threading.Event()
+        self.half: list[str] = []
+        self.looks = 0
+
+    def run(self) -> None:
+        while not self.stop.wait(self.interval):
+            self.looks += 1
+            try:
+                partitions = [p for p in self.root.iterdir() if p.name.startswith("ds=")]
+            except FileNotFoundError:
+                continue
+            for partition in partitions:
+                problem = self._problem(partition)
+                if problem:
+                    self.half.append(f"{partition.name}: {problem}")
+
+    def _problem(self, partition: Path) -> str | None:
+        try:
+            sources = {p.name.removeprefix("source=") for p in partition.iterdir() if p.name.startswith("source=")}
+            if not (partition / "_zeta_commit.json").exists() and self.kind_needs_marker:
+                return "no commit marker"
+            if sources != self.sources:
+                return f"sources {sorted(sources)}"
+            for source in sources:
+                if not any(not f.name.startswith(("_", ".")) for f in (partition / f"source={source}").iterdir()):
+                    return f"source {source} has no data file"
+        except FileNotFoundError:
+            return None  # replaced while listing: the next look sees the new one
+        return None
+
+    kind_needs_marker = True
+
+
+@dataclasses.dataclass
+class ScenarioReport:
+    dag_id: str
+    db: str
+    seed: int
+    runs: int
+    kills: list[Kill]
+    launches: int
+    extra_launches: int
+    redeploys_after_death: int
+    duplicate_rows: int
+    lost_rows: int
+    half_visible: int
+    leftovers: list[str]
+    drivers_alive: int
+    run_seconds: dict[str, float]
+    bound_s: float
+    violations: list[str]
+
+    def summary(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["kills"] = [dataclasses.asdict(k) for k in self.kills]
+        return data
+
+
+def entries(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
+def run_scenario(
+    cluster: AirflowCluster,
+    *,
+    dag_id: str,
+    dates: list[str],
+    output: Path,
+    sources: tuple[str, ...],
+    expected_rows: Callable[[str, str], list[Any]],
+    read_rows: Callable[[Path], list[Any]],
+    kills: int,
+    seed: int,
+    conf: dict[str, Any] | None = None,
+    bound_s: float = 900,
+    retention_s: float = 15,
+    provider: bool = True,
+    kill_window_s: float = 60,
+    log: Callable[[str], None] = print,
+) -> ScenarioReport:
+    rng = random.Random(seed)
+    launch_log = cluster.home / f"chaos-{dag_id}-{seed}.jsonl"
+    run_conf = {"launch_log": str(launch_log), **(conf or {})}
+    watcher = TableWatcher(output, sources)
+    watcher.kind_needs_marker = provider
+    watcher.start()
+    started = time.monotonic()
+    log(f"chaos: {dag_id} on {cluster._db_spec}, seed {seed}, {kills} kills, dates {dates}")
+
+    first = cluster.trigger_run(dag_id, f"{dates[0]}T00:00:00Z", conf=run_conf)
+    done_kills: list[Kill] = []
+
+    def scenario_runs() -> list[dict]:
+        # Only the runs of the scenario's dates: a scheduled DAG may have others.
+        runs = cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]
+        return [r for r in runs if (r.get("logical_date") or "")[:10] in dates]
+
+    def run_states() -> dict[str, str]:
+        return {r["dag_run_id"]: r["state"] for r in scenario_runs()}
+
+    def task_states() -> dict:
+        found = {}
+        for run_id in run_states():
+            for ti in cluster.task_instances(dag_id, run_id):
+                found[(run_id, ti["task_id"])] = (ti["state"], ti["try_number"])
+        return found
+
+    def kill_one(component: str) -> None:
+        at = time.monotonic() - started
+        restart_after = rng.uniform(1, 6)
+        before = task_states()
+        if component == "worker":
+            killed = kill_workers(cluster)
+            log(f"  {at:6.1f}s kill -9 {len(killed)} worker(s)")
+            resumed_from = time.monotonic()
+        else:
+            cluster.kill(component)
+            log(f"  {at:6.1f}s kill -9 {component}; restart in {restart_after:.1f}s")
+            time.sleep(restart_after)
+            cluster.start_component(component)
+            resumed_from = time.monotonic()
+        kill = Kill(component, at, restart_after if component != "worker" else 0.0)
+        try:
+            cluster.wait_for(lambda: task_states() != before, 300, f"progress after the {component} kill", interval=0.5)
+            kill.resume_s = time.monotonic() - resumed_from
+        except Exception:
+            kill.resume_s = None
+        done_kills.append(kill)
+
+    # Kills spread over the first run and the backfill; the backfill starts after the first run.
+    schedule = sorted(rng.uniform(3, kill_window_s) for _ in range(kills))
+    first_half = [t for t in schedule if t < kill_window_s / 2]
+    second_half = [t for t in schedule if t >= kill_window_s / 2]
+    phase_start = time.monotonic()
+    for moment in first_half:
+        time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
+        kill_one(rng.choice(COMPONENTS))
+    cluster.wait_healthy()
+    cluster.wait_for(lambda: run_states().get(first) in ("success", "failed"), bound_s, "the first run to end", interval=2)
+    backfill = cluster.api(
+        "POST",
+        "/backfills",
+        {
+            "dag_id": dag_id,
+            "from_date": f"{dates[0]}T00:00:00Z",
+            "to_date": f"{dates[-1]}T00:00:00Z",
+            "reprocess_behavior": "completed",
+            "dag_run_conf": run_conf,
+            "max_active_runs": len(dates),
+        },
+    )
+    log(f"  backfill {backfill['id']} of {dates[0]}..{dates[-1]} (reprocessing {dates[0]})")
+    phase_start = time.monotonic() - kill_window_s / 2
+    for moment in second_half:
+        time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
+        kill_one(rng.choice(COMPONENTS))
+    cluster.wait_healthy()
+
+    run_seconds: dict[str, float] = {}
+    violations: list[str] = []
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        states = run_states()
+        if len(states) >= len(dates) and all(s in ("success", "failed") for s in states.values()):
+            break
+        time.sleep(2)
+    states = run_states()
+    for run_id, state in states.items():
+        if state not in ("success", "failed"):
+            violations.append(f"run {run_id} still {state} after the bound of {bound_s:.0f}s")
+        elif state != "success":
+            violations.append(f"run {run_id} ended {state}")
+    for run in scenario_runs():
+        if run.get("end_date") and run.get("queued_at"):
+            run_seconds[run["dag_run_id"]] = _seconds_between(run["queued_at"], run["end_date"])
+    watcher.stop.set()
+    watcher.join(5)
+
+    # Rows per published partition.
+    duplicate_rows = lost_rows = 0
+    for ds in dates:
+        for source in sources:
+            folder = output / f"ds={ds}" / f"source={source}"
+            got = read_rows(folder) if folder.exists() else []
+            want = expected_rows(source, ds)
+            extra = len(got) - len(set(map(_key, got)))
+            missing = len(set(map(_key, want)) - set(map(_key, got)))
+            wrong = len(set(map(_key, got)) - set(map(_key, want)))
+            duplicate_rows += extra + wrong
+            lost_rows += missing
+            if extra or missing or wrong:
+                violations.append(f"ds={ds} source={source}: {extra} duplicated, {missing} lost, {wrong} foreign rows")
+
+    # Launches per (run, source, incarnation).
+    launched = [e for e in entries(launch_log) if "end" not in e]
+    ended = {e["token"] for e in entries(launch_log) if "end" in e}
+    groups: dict[tuple, list[dict]] = {}
+    for entry in launched:
+        groups.setdefault((entry.get("run_id"), entry["source"], entry.get("incarnation")), []).append(entry)
+    extra_launches = redeploys = 0
+    for key, items in groups.items():
+        for earlier in items[:-1]:
+            if earlier["token"] in ended:
+                extra_launches += 1
+                violations.append(f"{key}: a second launch although {earlier['token']} ran to its end")
+            else:
+                redeploys += 1
+
+    # After the retention window: nothing left, no driver alive.
+    time.sleep(retention_s + 5)
+    leftovers: list[str] = []
+    if provider:
+        deadline = time.monotonic() + 120
+        while (leftovers := leftovers_past_due(cluster.home / "zeta-state", [output])) and time.monotonic() < deadline:
+            time.sleep(2)
+        violations += [f"left behind: {item}" for item in leftovers]
+    else:
+        leftovers = [str(p) for p in output.glob("ds=*/source=*/_temporary")]  # Spark's own leftovers
+    alive = sum(1 for entry in launched if pids_carrying(entry["token"]))
+    if alive and provider:
+        violations.append(f"{alive} driver process(es) still alive after the runs ended")
+    if watcher.half and provider:
+        violations += [f"half-visible partition seen: {item}" for item in sorted(set(watcher.half))[:10]]
+    report = ScenarioReport(
+        dag_id=dag_id,
+        db=str(cluster._db_spec),
+        seed=seed,
+        runs=len(states),
+        kills=done_kills,
+        launches=len(launched),
+        extra_launches=extra_launches,
+        redeploys_after_death=redeploys,
+        duplicate_rows=duplicate_rows,
+        lost_rows=lost_rows,
+        half_visible=len(set(watcher.half)),
+        leftovers=leftovers,
+        drivers_alive=alive,
+        run_seconds=run_seconds,
+        bound_s=bound_s,
+        violations=violations,
+    )
+    log(f"chaos: {dag_id}: {len(done_kills)} kills, {len(launched)} launches, {len(violations)} violation(s)")
+    return report
+
+
+def _seconds_between(start: str, end: str) -> float:
+    from datetime import datetime
+
+    return (datetime.fromisoformat(end.replace("Z", "+00:00")) - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds()
+
+
+def _key(row: Any) -> str:
+    return json.dumps(row, sort_keys=True, default=str)

@@ -1,0 +1,193 @@
+"""The example pipeline through this provider vs the same PySpark jobs through the stock operators.
+
+One embedded Airflow (SQLite, LocalExecutor, local Spark), both DAGs from ``dags/``:
+``zeta_regional_sales`` (``zeta_pipeline``) and ``zeta_regional_sales_baseline`` (one stock
+``SparkSubmitOperator`` per region, the same job with ``--standalone``). Measures, side by side in
+one run, because absolute times on these machines drift:
+
+1. **overhead**: wall time from trigger to "data published" (the provider's completed point; the
+   baseline's run end), ``--rounds`` interleaved pairs (the order alternates), median ratio;
+2. **re-done work** after ``kill -9`` of the scheduler while the three jobs run: Spark
+   driver-seconds executed beyond one clean run per source (from the jobs' own launch log);
+3. **resume time** after a scheduler, a triggerer and a worker kill: from the restart (or the kill,
+   for a worker, which nothing restarts) to the pipeline's next task state change.
+
+Usage: ``python benchmarks/pipeline_bench.py [--rounds 3] [--work-seconds 20] [--markdown]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import signal
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from airflow_provider_zeta.testing.cluster import AirflowCluster
+
+ROOT = Path(__file__).resolve().parent.parent
+PROVIDER, BASELINE = "zeta_regional_sales", "zeta_regional_sales_baseline"
+REGIONS = ("emea", "amer", "apac")
+
+
+def entries(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
+def starts(log: Path) -> list[dict]:
+    return [e for e in entries(log) if "end" not in e]
+
+
+def driver_seconds(log: Path, until: float) -> tuple[float, float]:
+    """(all driver-seconds, re-done driver-seconds) from a launch log.
+
+    A launch runs from its start to its ``end`` entry, or — killed or replaced — to the next launch
+    of the same source or ``until``. Re-done = all minus the last completed launch of each source.
+    """
+    by_source: dict[str, list[dict]] = {}
+    for entry in entries(log):
+        by_source.setdefault(entry["source"], []).append(entry)
+    total = redone = 0.0
+    for source, items in by_source.items():
+        launches = [e for e in items if "end" not in e]
+        ends = {e["token"]: e["end"] for e in items if "end" in e}
+        spans = []
+        for i, launch in enumerate(launches):
+            stop = ends.get(launch["token"])
+            if stop is None:
+                stop = launches[i + 1]["at"] if i + 1 < len(launches) else until
+            spans.append(stop - launch["at"])
+        total += sum(spans)
+        redone += sum(spans) - (spans[-1] if spans else 0.0)
+    return total, redone
+
+
+def published(cluster: AirflowCluster, dag_id: str, run_id: str) -> bool:
+    if dag_id == PROVIDER:
+        return cluster.task_instance(dag_id, run_id, "regional_sales.completed_point")["state"] == "success"
+    run = cluster.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+    if run["state"] == "failed":
+        raise RuntimeError(f"{dag_id} {run_id} failed")
+    return run["state"] == "success"
+
+
+def states(cluster: AirflowCluster, dag_id: str, run_id: str) -> dict:
+    return {ti["task_id"]: ti["state"] for ti in cluster.task_instances(dag_id, run_id)}
+
+
+def run_once(cluster, dag_id, ds, log, work_seconds, kill=None) -> dict:
+    started = time.monotonic()
+    run_id = cluster.trigger_run(dag_id, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "work_seconds": work_seconds})
+    resume = None
+    if kill is not None:
+        cluster.wait_for(lambda: len({e["source"] for e in starts(log)}) == 3, 600, "three jobs running", interval=1)
+        time.sleep(3)  # well inside the jobs' work
+        before = states(cluster, dag_id, run_id)
+        restarted = kill(cluster)
+        cluster.wait_for(lambda: states(cluster, dag_id, run_id) != before, 900, "progress after the kill", interval=0.5)
+        resume = time.monotonic() - restarted
+    cluster.wait_for(lambda: published(cluster, dag_id, run_id), 1200, f"{dag_id} published", interval=1)
+    wall = time.monotonic() - started
+    total, redone = driver_seconds(log, time.time())
+    return {"dag": dag_id, "ds": ds, "wall_s": wall, "launches": len(starts(log)), "driver_s": total, "redone_s": redone, "resume_s": resume}
+
+
+def kill_component(name):
+    def kill(cluster):
+        cluster.kill(name)
+        time.sleep(2)
+        cluster.start_component(name)
+        return time.monotonic()
+
+    return kill
+
+
+def kill_workers(cluster):
+    """SIGKILL every LocalExecutor worker process and its children (task processes); nothing restarts them."""
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+            environ = (entry / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "LocalExecutor" in cmdline and str(cluster.home) in environ:
+            killed.append(int(entry.name))
+    for pid in killed:
+        for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split() if Path(f"/proc/{pid}").exists() else []:
+            os.kill(int(child), signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--work-seconds", type=float, default=20)
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="zeta-bench-"))
+    cluster = AirflowCluster(
+        ROOT / "dags",
+        db="sqlite",
+        home=home,
+        extra_env={
+            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+            "ZETA_EXAMPLE_OUTPUT": str(home / "out" / "provider"),
+            "ZETA_BASELINE_OUTPUT": str(home / "out" / "baseline"),
+            "ZETA_EXAMPLE_SCHEDULE": "",
+            "ZETA_SWEEP_SCHEDULE": "@yearly",
+            "AIRFLOW__ZETA__CLEANUP_RETENTION": "5",
+            # the stock operator runs `spark-submit` from PATH: the one pip put beside this Python
+            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        },
+        parallelism=6,
+    )
+    results: list[dict] = []
+    try:
+        cluster.start()
+        day = 1
+        for round_ in range(args.rounds):
+            order = (PROVIDER, BASELINE) if round_ % 2 == 0 else (BASELINE, PROVIDER)
+            for dag_id in order:
+                results.append({"kind": "plain", **run_once(cluster, dag_id, f"2026-02-{day:02d}", home / f"l{day}.jsonl", args.work_seconds)})
+                day += 1
+        for name, kill in (("scheduler", kill_component("scheduler")), ("triggerer", kill_component("triggerer")), ("worker", kill_workers)):
+            for dag_id in (PROVIDER, BASELINE):
+                results.append({"kind": name, **run_once(cluster, dag_id, f"2026-02-{day:02d}", home / f"l{day}.jsonl", args.work_seconds, kill)})
+                day += 1
+    finally:
+        cluster.stop()
+    report(results, args)
+    return 0
+
+
+def report(results: list[dict], args) -> None:
+    if not args.markdown:
+        print(json.dumps(results, indent=2))
+        return
+    plain = {dag: [r["wall_s"] for r in results if r["kind"] == "plain" and r["dag"] == dag] for dag in (PROVIDER, BASELINE)}
+    ratio = statistics.median(plain[PROVIDER]) / statistics.median(plain[BASELINE])
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
+          f"{args.rounds} interleaved rounds, jobs working {args.work_seconds:.0f} s each")
+    print()
+    print("| | this provider | stock SparkSubmitOperator |")
+    print("|---|---|---|")
+    print(f"| wall time to published data, median (runs) | {statistics.median(plain[PROVIDER]):.0f} s ({len(plain[PROVIDER])}) | {statistics.median(plain[BASELINE]):.0f} s ({len(plain[BASELINE])}) |")
+    print(f"| **ratio** (target ≤ 1.10) | **{ratio:.2f}** | 1 |")
+    for kind in ("scheduler", "triggerer", "worker"):
+        row = {r["dag"]: r for r in results if r["kind"] == kind}
+        p, b = row[PROVIDER], row[BASELINE]
+        print(f"| `kill -9` {kind}: launches / re-done driver-seconds | {p['launches']} / {p['redone_s']:.0f} s | {b['launches']} / {b['redone_s']:.0f} s |")
+        print(f"| `kill -9` {kind}: resume (to next task state change) | {p['resume_s']:.1f} s | {b['resume_s']:.1f} s |")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
