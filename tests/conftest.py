@@ -43,6 +43,18 @@ def db_kind(request) -> str:
     return request.param
 
 
+def pytest_collection_modifyitems(config, items):
+    """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip)."""
+    keep, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_postgres = callspec is not None and "postgres" in callspec.params.values()
+        (dropped if on_postgres and item.get_closest_marker("sqlite_only") else keep).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     report = yield

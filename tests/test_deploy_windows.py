@@ -10,6 +10,8 @@ PostgreSQL; a failing driver and a user's mark-failed are in ``test_deploy_fault
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import signal
@@ -147,6 +149,7 @@ def test_scheduler_and_triggerer_kill_while_driver_runs(fake_driver_cluster, tmp
     assert cluster.task_instance(DAG_ID, run_id, "job")["try_number"] == 1
 
 
+@pytest.mark.sqlite_only
 def test_orphaned_first_try_alive_beside_the_second_try_runs_the_job_once(fake_driver_cluster, tmp_path):
     """Try 1 stores its intent and stalls; the scheduler dies and its successor resets try 1 as an
     orphan while that process is still alive, and starts try 2. Whatever the orphan does next
@@ -192,6 +195,7 @@ def _ledger_json(cluster, run_id: str, token: str) -> dict:
     return json.loads(ledger_path(cluster, run_id, token).read_text())
 
 
+@pytest.mark.sqlite_only
 def test_clearing_the_run_stops_the_old_driver_and_never_reuses_its_result(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
@@ -213,6 +217,7 @@ def test_clearing_the_run_stops_the_old_driver_and_never_reuses_its_result(fake_
     assert cluster.dag_run(DAG_ID, run_id).get("clear_number", 1) >= 1
 
 
+@pytest.mark.sqlite_only
 def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
     held = start_held_run(cluster, tmp_path)
@@ -238,6 +243,7 @@ def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_clus
         os.kill(driver_pid, signal.SIGKILL)
 
 
+@pytest.mark.sqlite_only
 def test_missing_ledger_of_a_live_driver_is_waited_for_not_relaunched(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
     held = start_held_run(cluster, tmp_path)

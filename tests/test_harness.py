@@ -1,4 +1,4 @@
-"""Self-tests of the real-Airflow harness, on SQLite and PostgreSQL.
+"""Self-tests of the real-Airflow harness (SQLite; every other PostgreSQL test exercises it there too).
 
 A trivial deferrable DAG (``tests/dags/harness_selftest.py``) runs on real components. While its
 ``wait`` task is deferred, the scheduler is killed with SIGKILL and restarted, then the triggerer
@@ -7,6 +7,8 @@ after the wait must have been scheduled by the new scheduler.
 """
 
 from __future__ import annotations
+
+import pytest
 
 import os
 from datetime import datetime, timedelta, timezone
@@ -22,6 +24,7 @@ def _job_ids(cluster, job_type: str) -> list[int]:
     return [row["id"] for row in cluster.db_query("SELECT id FROM job WHERE job_type = :t ORDER BY id", t=job_type)]
 
 
+@pytest.mark.sqlite_only
 def test_deferrable_run_survives_scheduler_and_triggerer_kill(airflow_cluster, db_kind):
     cluster = airflow_cluster(DAGS, db_kind)
     cluster.wait_for_dag(DAG_ID)

@@ -9,11 +9,14 @@ from the reporting attempts only.
 from __future__ import annotations
 
 import json
+import os
+import random
 import time
 from pathlib import Path
 
 import pytest
 
+from airflow_provider_zeta.testing.chaos import run_scenario
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
 from tests.conftest import check_nothing_past_due
 from tests.test_deploy_windows import launches
@@ -103,6 +106,7 @@ def test_partition_published_once_across_scheduler_and_triggerer_kills(fake_driv
     assert cluster.xcom(DAG_ID, run_id, "counting.completed_point")["rule"] == "already_published"
 
 
+@pytest.mark.sqlite_only
 def test_stale_attempt_output_is_never_published(fake_driver_cluster, tmp_path):
     """beta's first attempt stages output and then fails; only its redeployed attempt is published."""
     cluster = fake_driver_cluster
@@ -122,6 +126,7 @@ def test_stale_attempt_output_is_never_published(fake_driver_cluster, tmp_path):
     assert marker(cluster, ds)["tokens"]["beta"] == beta[1]["token"]
 
 
+@pytest.mark.sqlite_only
 def test_run_without_logical_date_fails_clearly_and_launches_nothing(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
@@ -135,6 +140,7 @@ def test_run_without_logical_date_fails_clearly_and_launches_nothing(fake_driver
     assert "has no logical date" in text
 
 
+@pytest.mark.sqlite_only
 def test_clearing_one_source_reruns_only_that_source(fake_driver_cluster, tmp_path):
     """Clearing beta raises the run's clear_number; alpha and gamma, deferred on healthy drivers,
     must re-attach and reuse their results — not re-run their jobs."""
@@ -213,3 +219,49 @@ def test_cleanup_window_survives_triggerer_and_scheduler_kills(fake_driver_clust
     assert published(cluster, ds).keys() == set(SOURCES), "the cleanup must never touch the partition"
     assert not run.exists(), "the run's bookkeeping is removed once it is cleaned"
     assert leftovers_past_due(state_root, [output]) == []
+
+
+CHAOS_DAG = "pipeline_counting_daily"
+DATES = ["2026-02-01", "2026-02-02", "2026-02-03"]
+
+
+def read_rows(folder):
+    rows = []
+    for path in sorted(folder.glob("*.json")):
+        rows += [{"n": r["n"], "source": r["source"]} for r in json.loads(path.read_text())]
+    return rows
+
+
+def expected(source: str, ds: str):
+    return [{"n": n, "source": source} for n in range(expected_row_count(source))]
+
+
+def test_pipeline_survives_random_kills_with_a_reprocessing_backfill(fake_driver_cluster):
+    """The short chaos run of the default suite (``make chaos`` is the long soak, with real Spark
+    and the stock-operator baseline): three dates of the daily counting pipeline, a backfill that
+    reprocesses the first, and 3 ``kill -9`` per database (6 in all) of the scheduler, the triggerer
+    and the task workers at seeded random moments — the seed is printed; ``ZETA_CHAOS_SEED``
+    replays one. Every check of ``airflow_provider_zeta.testing.chaos`` must hold."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(CHAOS_DAG)
+    seed = int(os.environ.get("ZETA_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
+    print(f"\nchaos seed {seed} (replay: ZETA_CHAOS_SEED={seed})")
+    report = run_scenario(
+        cluster,
+        dag_id=CHAOS_DAG,
+        dates=DATES,
+        output=cluster.home / "pipeline-output-daily",
+        sources=SOURCES,
+        expected_rows=expected,
+        read_rows=read_rows,
+        kills=3,
+        seed=seed,
+        conf={"seconds": 6, "cleanup_delay": 10},
+        retention_s=10,
+        bound_s=600,
+        kill_window_s=50,
+    )
+    print(json.dumps(report.summary(), indent=1, default=str))
+    assert len(report.kills) >= 3 and report.runs == len(DATES)
+    assert report.launches >= 3 * (len(DATES) + 1), "every date ran, the reprocessed one twice"
+    assert report.violations == [], report.violations
