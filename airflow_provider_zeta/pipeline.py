@@ -58,7 +58,8 @@ def zeta_pipeline(
     :param job_params: ``zeta_context().params`` of every job (templated).
     :param deploy_kwargs: further ``ZetaSparkJobOperator``/BaseOperator arguments (``retries``, ...).
     :param ready_timeout: seconds the ready-to-close wait may take before it fails.
-    :param asset: the output's Asset; default ``Asset(name=pipeline_id, uri=output)``.
+    :param asset: the output's Asset; default ``Asset(name=pipeline_id, uri=output)``. Asset names are
+        global: two DAGs using one ``pipeline_id`` with different outputs must each pass their own.
     """
     if not sources:
         raise ValueError(f"zeta_pipeline {pipeline_id!r}: 'sources' must name at least one source")

@@ -199,8 +199,17 @@ def run_scenario(
         restart_after = rng.uniform(1, 6)
         before = task_states()
         if component == "worker":
-            killed = kill_workers(cluster)
-            log(f"  {at:6.1f}s kill -9 {len(killed)} worker(s)")
+            # Deferred tasks hold no worker: wait a little for one to be busy, else kill another part.
+            deadline, killed = time.monotonic() + 10, []
+            while not killed and time.monotonic() < deadline:
+                killed = kill_workers(cluster)
+                if not killed:
+                    time.sleep(0.2)
+            if not killed:
+                component = rng.choice(("scheduler", "triggerer"))
+                log(f"  {at:6.1f}s no task worker busy: killing the {component} instead")
+        if component == "worker":
+            log(f"  {at:6.1f}s kill -9 {len(killed)} worker(s) and their tasks")
             resumed_from = time.monotonic()
         else:
             cluster.kill(component)

@@ -10,7 +10,7 @@ import os
 from datetime import datetime, timezone
 from pathlib import Path
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Asset
 
 from airflow_provider_zeta import zeta_pipeline
 
@@ -31,6 +31,8 @@ def counting_dag(dag_id: str, output: str, **schedule):
             "counting",
             sources={name: JOB for name in SOURCES},
             output=output,
+            # One Asset per output table: two DAGs may not give one asset name two URIs.
+            asset=Asset(name=f"{dag_id}.counting", uri=f"file://{output}"),
             job_params={
                 "launch_log": "{{ dag_run.conf['launch_log'] }}",
                 "release_dir": "{{ dag_run.conf.get('release_dir', '') }}",
