@@ -23,7 +23,7 @@ from airflow_provider_zeta.core.cleanup import (
     check_paths,
     parse_cleanup_record,
 )
-from airflow_provider_zeta.core.ledger import CorruptState, LedgerStatus, parse_ledger
+from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     LEDGER_FILE,

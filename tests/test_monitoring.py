@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
-from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
+from airflow_provider_zeta.testing.cluster import AirflowCluster
 from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
 
 DAGS = PROJECT_ROOT / "tests" / "dags_monitor"

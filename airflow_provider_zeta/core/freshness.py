@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable
 
-from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger
 
 #: Task states after which a deploy task will not run its job again (unless cleared).
 JOB_FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})

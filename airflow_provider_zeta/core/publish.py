@@ -32,7 +32,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.paths import PENDING_DIR, TOMBSTONES_DIR, safe_segment  # noqa: F401 (re-exported)
+from airflow_provider_zeta.core.paths import safe_segment
 from airflow_provider_zeta.core.ready import Report
 
 COMMIT_MARKER = "_zeta_commit.json"
