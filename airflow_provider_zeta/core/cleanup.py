@@ -96,6 +96,9 @@ class CleanupRecord:
     adopted: tuple[int, ...] = ()  # incarnations whose records this one took over
     stopped_drivers: tuple[str, ...] = ()
     cleaned_at: float | None = None
+    # ``max_tries`` of the cleanup task that wrote it: a clear of *this* task raises it, a clear of
+    # other tasks of the run (which raises the run's clear_number) does not.
+    task_max_tries: int | None = None
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -146,6 +149,7 @@ def parse_cleanup_record(raw: bytes | str | Mapping[str, Any] | None, where: str
             adopted=tuple(int(i) for i in data.get("adopted") or []),
             stopped_drivers=tuple(_strings(data.get("stopped_drivers") or [], "stopped_drivers")),
             cleaned_at=_field(data, "cleaned_at", lambda v: None if v is None else float(v), required=False),
+            task_max_tries=_field(data, "task_max_tries", lambda v: None if v is None else int(v), required=False),
         )
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
         raise CorruptState(
@@ -301,32 +305,52 @@ class StartDecision:
     record: CleanupRecord | None = None  # RESUME / ALREADY_CLEANED: the record to go on with
 
 
+def owns(record: CleanupRecord, incarnation: int, max_tries: int | None) -> bool:
+    """Whether ``record`` is this cleanup task's own window (not an older incarnation's to adopt).
+
+    Its incarnation is the run's, or the run was cleared elsewhere since (a source cleared without
+    its downstream tasks, another pipeline of the DAG) while this task was not: its ``max_tries``
+    is unchanged. Such a clear must neither fail the waiting cleanup nor open a new window.
+    """
+    if record.incarnation == incarnation:
+        return True
+    return (
+        record.incarnation is not None
+        and record.incarnation < incarnation
+        and max_tries is not None
+        and record.task_max_tries == max_tries
+    )
+
+
 def decide_start(
     incarnation: int,
     stored: CleanupRecord | CorruptState | None,
     on_file: CleanupRecord | CorruptState | None,
+    max_tries: int | None = None,
 ) -> StartDecision:
     """How a cleanup task of ``incarnation`` starts (first try, retry, or a re-run after a restart).
 
     ``stored`` is the record in the task's state store (which survives retries and clears);
     ``on_file`` is the record file of this incarnation. The file is written first, so a crash
-    between the two writes leaves only the file: it is taken, and its due time stands.
+    between the two writes leaves only the file: it is taken, and its due time stands. A torn write
+    of the store (a crash between its path chunks and its header) also falls back to the file.
     """
-    if isinstance(stored, CorruptState):
+    if isinstance(stored, CorruptState) and not (isinstance(on_file, CleanupRecord) and on_file.incarnation == incarnation):
         return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
-    if stored is not None and stored.incarnation is not None and stored.incarnation > incarnation:
-        return StartDecision(
-            StartAction.FAIL,
-            "future_record",
-            f"the task state store holds the record of incarnation {stored.incarnation}, newer than this "
-            f"try's {incarnation}: this try is stale. Nothing was deleted.",
-        )
-    if stored is not None and stored.incarnation == incarnation:
-        if stored.status is RecordStatus.CLEANED:
+    if isinstance(stored, CleanupRecord):
+        if stored.incarnation is not None and stored.incarnation > incarnation:
             return StartDecision(
-                StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored
+                StartAction.FAIL,
+                "future_record",
+                f"the task state store holds the record of incarnation {stored.incarnation}, newer than this "
+                f"try's {incarnation}: this try is stale. Nothing was deleted.",
             )
-        return StartDecision(StartAction.RESUME, "resume_window", f"keeps the due time {stored.due_at:.0f}", stored)
+        if owns(stored, incarnation, max_tries):
+            if stored.status is RecordStatus.CLEANED:
+                return StartDecision(
+                    StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored
+                )
+            return StartDecision(StartAction.RESUME, "resume_window", f"keeps the due time {stored.due_at:.0f}", stored)
     if isinstance(on_file, CorruptState):
         return StartDecision(StartAction.FAIL, "corrupt_record", str(on_file))
     if on_file is not None and on_file.incarnation == incarnation:
@@ -340,7 +364,9 @@ def decide_start(
     return StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")
 
 
-def decide_resume(incarnation: int, stored: CleanupRecord | CorruptState | None) -> StartDecision:
+def decide_resume(
+    incarnation: int, stored: CleanupRecord | CorruptState | None, max_tries: int | None = None
+) -> StartDecision:
     """What a cleanup task does when its wait ends (the trigger fired, or a restart resumed it).
 
     Only the task state store counts here: the record was written there before the wait began, so
@@ -349,7 +375,7 @@ def decide_resume(incarnation: int, stored: CleanupRecord | CorruptState | None)
     """
     if isinstance(stored, CorruptState):
         return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
-    if stored is None or stored.incarnation != incarnation:
+    if stored is None or not owns(stored, incarnation, max_tries):
         found = "none" if stored is None else f"one of incarnation {stored.incarnation}"
         return StartDecision(
             StartAction.FAIL,
@@ -372,6 +398,7 @@ def new_record(
     leftovers: Leftovers,
     older: Sequence[CleanupRecord] = (),
     stopped_drivers: Sequence[str] = (),
+    task_max_tries: int | None = None,
 ) -> CleanupRecord:
     """A pending record over ``leftovers`` plus the paths of the ``older`` records it adopts."""
     pending_older = [r for r in older if r.status is RecordStatus.PENDING]
@@ -386,20 +413,23 @@ def new_record(
         outputs=merge_outputs(leftovers.outputs, *(r.outputs for r in pending_older)),
         adopted=tuple(sorted({r.incarnation for r in older if r.incarnation is not None})),
         stopped_drivers=tuple(sorted(set(stopped_drivers))),
+        task_max_tries=task_max_tries,
     )
 
 
 def wait_until(record: CleanupRecord, now: float, retention: float) -> float | None:
     """The moment to wait for before carrying out ``record``, or ``None``: carry it out now.
 
-    The due time is absolute and never moves later on a restore. A due time already past (a long
-    outage, or this host's clock ahead of the writer's) means clean now. A due time further away
-    than one retention (the writer's clock was ahead) is capped at now + retention, so a skewed
-    clock cannot keep data for longer than one window past the moment it is looked at.
+    The due time is absolute and never moves on a restore. A due time already past (a long outage,
+    or this host's clock ahead of the writer's) means clean now. A due time further away than the
+    record's own window (the writer's clock was ahead) is capped at now + that window, so a skewed
+    clock cannot keep data for longer than one window past the moment it is looked at — and a
+    retention lowered since the record was written never shortens it.
     """
     if record.due_at <= now:
         return None
-    return min(record.due_at, now + retention)
+    window = max(record.due_at - record.created_at, 0.0) or retention
+    return min(record.due_at, now + window)
 
 
 # -- the sweep ----------------------------------------------------------------------------------
@@ -478,28 +508,19 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
     sweep_record = next((r for r in pending if r.incarnation is None), None)
     write = None
     if not uncovered.empty:
+        # Leftovers no record covers (the cleanup never ran, a stray late write, a tombstone of a
+        # republish) always get a window of their own; they are never deleted on sight.
         if sweep_record is not None and sweep_record.due_at > now:
-            # Add what appeared since (e.g. a stray late write) to the sweep's window as it stands.
             write = sweep_record.with_changes(
                 state_paths=tuple(sorted({*sweep_record.state_paths, *uncovered.state_paths})),
                 outputs=merge_outputs(sweep_record.outputs, uncovered.outputs),
             )
-        elif not due:
+        else:
             write = new_record(view.dag_id, view.run_id, None, "sweep", now, retention, uncovered)
-    if due and not uncovered.empty and write is None:
-        # Leftovers nobody recorded, found while a due record is carried out: they go with it.
-        first = due[0]
-        due = (
-            first.with_changes(
-                state_paths=tuple(sorted({*first.state_paths, *uncovered.state_paths})),
-                outputs=merge_outputs(first.outputs, uncovered.outputs),
-            ),
-            *due[1:],
-        )
     waiting = [r.due_at for r in pending if r.due_at > now] + ([write.due_at] if write else [])
     if due:
         phase, rule = RunPhase.CLEANUP_DUE, "past_due"
-        reason = f"{ended}; {len(due)} record(s) past due carried out"
+        reason = f"{ended}; {len(due)} record(s) past due carried out" + ("; new leftovers recorded" if write else "")
     elif write is not None:
         phase, rule = RunPhase.UNRECORDED, "record_leftovers"
         reason = f"{ended}; leftovers without a record get the retention window until {write.due_at:.0f}"

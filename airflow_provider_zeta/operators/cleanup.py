@@ -120,12 +120,13 @@ class DelayedCleanupOperator(BaseOperator):
             on_file = parse_cleanup_record(state.read_bytes(file_path), state.url_of(file_path))
         except CorruptState as error:
             on_file = error
-        decision = decide_start(incarnation, stored, on_file)
+        decision = decide_start(incarnation, stored, on_file, _max_tries(context))
         self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
         if decision.action is StartAction.FAIL:
             raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
         if decision.action is StartAction.ALREADY_CLEANED:
             assert decision.record is not None
+            self._finish(state, decision.record)  # a crash may have come between cleaned and the files
             return self._summary(decision.record, deleted=None)
         if decision.action is StartAction.RESUME:
             record = decision.record
@@ -139,12 +140,13 @@ class DelayedCleanupOperator(BaseOperator):
     def execute_complete(self, context: Context, event: Any = None) -> Any:
         state, retention = self._state_and_retention()
         _, _, incarnation = self._owner(context)
-        decision = decide_resume(incarnation, self._stored(context))
+        decision = decide_resume(incarnation, self._stored(context), _max_tries(context))
         self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
         if decision.action is StartAction.FAIL:
             raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
         assert decision.record is not None
         if decision.action is StartAction.ALREADY_CLEANED:
+            self._finish(state, decision.record)
             return self._summary(decision.record, deleted=None)
         return self._wait_or_clean(context, state, decision.record, retention)
 
@@ -163,7 +165,8 @@ class DelayedCleanupOperator(BaseOperator):
             self.log.info("zeta.cleanup: stopped %d driver(s) still alive for the ended run: %s", len(stopped), stopped)
         older = self._own_older_records(state, dag_id, run_id, incarnation, stored)
         record = new_record(
-            dag_id, run_id, incarnation, self.task_id, time.time(), retention, leftovers, older, stopped
+            dag_id, run_id, incarnation, self.task_id, time.time(), retention, leftovers, older, stopped,
+            task_max_tries=_max_tries(context),
         )
         write_record_file(state, record)  # 1. the file: the sweep finds it even if this task never returns
         self.failure_window("after_record_file", context)
@@ -216,6 +219,13 @@ class DelayedCleanupOperator(BaseOperator):
         done = record.with_changes(status=RecordStatus.CLEANED, cleaned_at=time.time())
         self._store(context, done)
         self.failure_window("after_delete", context)
+        self._finish(state, done)
+        self.log.info("zeta.cleanup.cleaned: %d of %d paths deleted", deleted, record.paths_count)
+        return self._summary(done, deleted)
+
+    def _finish(self, state, record: CleanupRecord) -> None:
+        """After the deletion (and again on a re-run that finds it done): the record files of this
+        window and of the windows it adopted go, and with nothing else left, the run's bookkeeping."""
         remaining = []
         for other in read_records(state, record.dag_id, record.run_id):
             if isinstance(other, CleanupRecord) and other.owner == record.owner and (
@@ -226,8 +236,6 @@ class DelayedCleanupOperator(BaseOperator):
                 remaining.append(other)
         if not remaining and not state.list_dir(run_attempts_dir(record.dag_id, record.run_id)):
             forget_run(state, record.dag_id, record.run_id)
-        self.log.info("zeta.cleanup.cleaned: %d of %d paths deleted", deleted, record.paths_count)
-        return self._summary(done, deleted)
 
     # -- helpers
 
@@ -280,3 +288,8 @@ def _seconds(value: Any, task_id: str) -> float:
     if seconds < 0 or seconds != seconds:
         raise ValueError(f"{task_id}: 'retention' must be a number of seconds >= 0, got {value!r}")
     return seconds
+
+
+def _max_tries(context: Context) -> int | None:
+    value = getattr(context["ti"], "max_tries", None)
+    return None if value is None else int(value)

@@ -106,20 +106,20 @@ class ZetaSweepOperator(BaseOperator):
                 corrupt.append(plan.reason)
             if plan.stop:
                 stopped += stop_drivers(state, plan.stop)
-            if plan.write is not None:
-                write_record_file(state, plan.write)
             if plan.carry_out or plan.forget_run:
-                if _run_state(ti, dag_id, run_id) in ACTIVE_RUN_STATES:
-                    self.log.info("zeta.sweep: %s %s was cleared meanwhile; left to its new incarnation", dag_id, run_id)
-                    continue
                 for record in plan.carry_out:
+                    # Asked again before each record: a run cleared a moment ago is left alone.
+                    if _run_state(ti, dag_id, run_id) in ACTIVE_RUN_STATES:
+                        self.log.info("zeta.sweep: %s %s was cleared meanwhile; left to its new incarnation", dag_id, run_id)
+                        break
                     deleted += carry_out(state, record, open_state_storage)
                     delete_record_files(state, [record])
-                if plan.forget_run:
-                    delete_record_files(
-                        state, [r for r in view.records if isinstance(r, CleanupRecord)]
-                    )
-                    forget_run(state, dag_id, run_id)
+                else:
+                    if plan.forget_run and _run_state(ti, dag_id, run_id) not in ACTIVE_RUN_STATES:
+                        delete_record_files(state, [r for r in view.records if isinstance(r, CleanupRecord)])
+                        forget_run(state, dag_id, run_id)
+            if plan.write is not None:  # after the carry-out: it may replace a due sweep record's file
+                write_record_file(state, plan.write)
         summary = {
             "rules": dict(rules),
             "phases": {phase: sorted(runs) for phase, runs in phases.items()},

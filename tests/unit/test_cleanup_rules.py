@@ -179,8 +179,31 @@ def test_due_time_in_the_past_at_restore_means_clean_now():
     assert wait_until(record(due=T0), T0, RETENTION) is None
 
 
-def test_due_time_from_a_clock_far_ahead_is_capped_at_one_window():
-    assert wait_until(record(due=T0 + 10 * RETENTION), T0, RETENTION) == T0 + RETENTION
+def test_due_time_from_a_clock_far_ahead_is_capped_at_the_records_window():
+    ahead = record(due=T0 + 10 * RETENTION).with_changes(created_at=T0 + 9 * RETENTION)
+    assert wait_until(ahead, T0, RETENTION) == T0 + RETENTION
+
+
+def test_a_lowered_retention_never_shortens_a_recorded_window():
+    week = record(due=T0 + 7 * 86400).with_changes(created_at=T0)
+    assert wait_until(week, T0 + 60, retention=3600) == T0 + 7 * 86400
+
+
+def test_a_clear_elsewhere_in_the_run_neither_fails_nor_restarts_the_window():
+    # The run's clear_number rose (a source cleared without its downstream tasks); this cleanup
+    # task was not cleared: its max_tries is the one its record was written with.
+    waiting = record(0, due=T0 + 100).with_changes(task_max_tries=3)
+    start = decide_start(1, waiting, None, max_tries=3)
+    assert (start.action, start.record) == (StartAction.RESUME, waiting)
+    assert decide_resume(1, waiting, max_tries=3).action is StartAction.RESUME
+    # A clear of the cleanup task itself raises its max_tries: a new window adopts the old one.
+    assert decide_start(1, waiting, None, max_tries=5).action is StartAction.NEW
+
+
+def test_a_torn_task_state_store_write_falls_back_to_the_record_file():
+    on_file = record(1, due=T0 + 100)
+    decision = decide_start(1, CorruptState("digest mismatch"), on_file)
+    assert (decision.action, decision.record) == (StartAction.RESUME, on_file)
 
 
 # -- the sweep ---------------------------------------------------------------------------------------
@@ -219,13 +242,19 @@ def test_run_marked_failed_before_its_cleanup_gets_a_sweep_record_and_its_driver
     assert plan.write.due_at == T0 + RETENTION and plan.carry_out == () and not plan.forget_run
 
 
-def test_past_due_record_of_an_ended_run_is_carried_out_with_late_leftovers():
+def test_past_due_record_is_carried_out_and_late_leftovers_get_a_window_of_their_own():
     due = record(0, due=T0 - 1)
     stray = Leftovers((attempt("t1"), attempt("late")), {})
     plan = plan_sweep(view("success", [due], leftovers=stray), T0, RETENTION)
     assert plan.rule == "past_due" and plan.phase is RunPhase.CLEANUP_DUE
-    assert set(plan.carry_out[0].state_paths) == {attempt("t1"), attempt("late")}
-    assert plan.forget_run
+    assert plan.carry_out == (due,), "a record is carried out as written, nothing added on sight"
+    assert plan.write.state_paths == (attempt("late"),) and plan.write.due_at == T0 + RETENTION
+    assert not plan.forget_run
+
+
+def test_past_due_record_with_nothing_else_left_forgets_the_run():
+    plan = plan_sweep(view("success", [record(0, due=T0 - 1)], leftovers=Leftovers((attempt("t1"),), {})), T0, RETENTION)
+    assert plan.carry_out and plan.write is None and plan.forget_run
 
 
 def test_record_not_yet_due_is_kept():
