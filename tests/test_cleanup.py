@@ -42,7 +42,7 @@ def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(sqli
     log = tmp_path / "launches.jsonl"
     ds = "2026-04-01"
     run_id = cluster.trigger_run(
-        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": 25}
+        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": 15}
     )
     cluster.wait_for_task(DAG_ID, run_id, "counting.cleanup", {"deferred"}, timeout=240)
     first = marker(cluster, ds)

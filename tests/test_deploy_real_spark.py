@@ -41,7 +41,7 @@ def test_real_spark_survives_scheduler_kill_and_worker_kill(airflow_cluster, tmp
 
     # 1. The scheduler dies while the Spark job runs.
     log1 = tmp_path / "launches-1.jsonl"
-    run1 = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log1), "seconds": 25, "spark": "true"})
+    run1 = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log1), "seconds": 15, "spark": "true"})
     cluster.wait_for(lambda: launches(log1), 180, "the Spark job started")
     cluster.kill("scheduler")
     cluster.start_component("scheduler")
@@ -59,7 +59,7 @@ def test_real_spark_survives_scheduler_kill_and_worker_kill(airflow_cluster, tmp
         DAG_ID,
         conf={
             "launch_log": str(log2),
-            "seconds": 45,
+            "seconds": 30,
             "spark": "true",
             "pause_at": "after_handle",
             "pause_marker": str(marker),

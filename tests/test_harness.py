@@ -28,7 +28,7 @@ def _job_ids(cluster, job_type: str) -> list[int]:
 def test_deferrable_run_survives_scheduler_and_triggerer_kill(airflow_cluster, db_kind):
     cluster = airflow_cluster(DAGS, db_kind)
     cluster.wait_for_dag(DAG_ID)
-    release_at = datetime.now(timezone.utc) + timedelta(seconds=60)
+    release_at = datetime.now(timezone.utc) + timedelta(seconds=45)
     run_id = cluster.trigger_run(DAG_ID, conf={"release_at": release_at.isoformat()})
     cluster.wait_for_task(DAG_ID, run_id, "wait", {"deferred"}, timeout=120)
 

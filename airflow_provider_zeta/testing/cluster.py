@@ -112,6 +112,11 @@ class MetadataDatabase:
         try:
             with conn.cursor() as cur:
                 cur.execute(f'CREATE DATABASE "{name}"')
+                # A scheduler killed with SIGKILL in the middle of a transaction leaves its
+                # LocalExecutor workers alive, and they inherited its database sockets: the server
+                # never sees the connection close, and the dead scheduler's row locks would block
+                # its successor for good. Production deployments want the same setting.
+                cur.execute(f"ALTER DATABASE \"{name}\" SET idle_in_transaction_session_timeout = '20s'")
         finally:
             conn.close()
 
