@@ -44,33 +44,21 @@ COMPONENTS = ("scheduler", "triggerer", "worker")
 
 
 def kill_workers(cluster: AirflowCluster) -> list[int]:
-    """SIGKILL every LocalExecutor worker of the cluster and its children (the task processes)."""
-    killed = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-            environ = (entry / "environ").read_bytes()
-        except OSError:
-            continue
-        if b"LocalExecutor" in cmdline and str(cluster.home).encode() in environ:
-            killed.append(int(entry.name))
-    for pid in killed:
-        try:
-            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        except OSError:
-            children = []
-        for child in children:
-            try:
-                os.kill(int(child), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    """SIGKILL every busy LocalExecutor worker of the cluster (one supervising a task) and its task.
+
+    Processes are found the way the harness finds its own (session id), not by their environment:
+    setproctitle hides a worker's ``/proc/<pid>/environ``.
+    """
+    processes = cluster.harness_processes()
+    pool = {p["pid"] for p in processes if "LocalExecutor" in p["cmdline"]}
+    tasks = [p["pid"] for p in processes if p["ppid"] in pool]
+    workers = sorted({p["ppid"] for p in processes if p["pid"] in tasks})
+    for pid in tasks + workers:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return killed
+    return workers
 
 
 @dataclasses.dataclass
