@@ -39,7 +39,7 @@ bench: install
 
 ## chaos: the long chaos soak (real Spark, SQLite and PostgreSQL, provider vs stock operators)
 chaos: install
-	$(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+	$(BIN)/python scripts/chaos.py --doc docs/chaos.md $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

@@ -5,8 +5,8 @@ One scenario, on a running ``AirflowCluster``:
 1. a run of the pipeline for the first date (manual trigger with a logical date);
 2. a backfill of ``dates`` that reprocesses the first date (``reprocess_behavior="completed"``):
    the first date's run is cleared (a new incarnation), the others are new runs;
-3. meanwhile, at seeded random moments, ``kill -9`` of a random component — the scheduler or the
-   triggerer (restarted after a few seconds, like a supervisor would) or every LocalExecutor worker
+3. meanwhile, at seeded random moments, ``kill -9`` of one component, the kinds taking turns in a
+   seeded order — the scheduler or the triggerer (restarted after a few seconds, like a supervisor would) or every LocalExecutor worker
    with its task processes (nothing restarts those; the scheduler's heartbeat timeout notices);
 4. a reader thread lists the output table every 0.2 s the whole time.
 
@@ -215,12 +215,15 @@ def run_scenario(
 
     # Kills spread over the first run and the backfill; the backfill starts after the first run.
     schedule = sorted(rng.uniform(3, kill_window_s) for _ in range(kills))
+    # Every kind of kill in turn, in a seeded order: a short run with three kills still kills each.
+    kinds = [COMPONENTS[i % len(COMPONENTS)] for i in range(kills)]
+    rng.shuffle(kinds)
     first_half = [t for t in schedule if t < kill_window_s / 2]
     second_half = [t for t in schedule if t >= kill_window_s / 2]
     phase_start = time.monotonic()
     for moment in first_half:
         time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
-        kill_one(rng.choice(COMPONENTS))
+        kill_one(kinds.pop())
     cluster.wait_healthy()
     cluster.wait_for(lambda: run_states().get(first) in ("success", "failed"), bound_s, "the first run to end", interval=2)
     backfill = cluster.api(
@@ -239,7 +242,7 @@ def run_scenario(
     phase_start = time.monotonic() - kill_window_s / 2
     for moment in second_half:
         time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
-        kill_one(rng.choice(COMPONENTS))
+        kill_one(kinds.pop())
     cluster.wait_healthy()
 
     run_seconds: dict[str, float] = {}
