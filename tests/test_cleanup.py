@@ -2,7 +2,7 @@
 retention window, a run marked failed by hand before its cleanup (the sweep), and a failed run.
 
 The kills of the triggerer and the scheduler inside the window, on both databases, are in
-``test_pipeline_publish.py`` (they share its clusters).
+``test_pipeline_publish.py`` (the fake-driver cluster is shared by the whole session).
 """
 
 from __future__ import annotations
@@ -15,17 +15,20 @@ import pytest
 
 from airflow_provider_zeta.processes import pids_carrying
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
-from tests.conftest import check_nothing_past_due
+from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
 from tests.test_deploy_windows import launches
 from tests.test_pipeline_publish import DAG_ID, SOURCES, expected_row_count, marker, published
 
 SWEEP_DAG = "zeta_sweep_test"
 
+# Provider logic, not the database: the PostgreSQL variant is deselected (see conftest).
+pytestmark = pytest.mark.sqlite_only
+
 
 @pytest.fixture(autouse=True)
 def nothing_left_past_due(request):
     yield
-    check_nothing_past_due(request, "sqlite_fake_driver_cluster")
+    check_nothing_past_due(request, "fake_driver_cluster")
 
 
 def tokens_by_task(log) -> dict[str, list[str]]:
@@ -35,8 +38,8 @@ def tokens_by_task(log) -> dict[str, list[str]]:
     return found
 
 
-def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
+def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
     log = tmp_path / "launches.jsonl"
@@ -63,10 +66,17 @@ def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(sqli
     assert result["rule"] == "newer_incarnation" and result["tombstone"]
 
     cluster.wait_for_task(DAG_ID, run_id, "counting.cleanup", {"deferred", "success"}, timeout=120)
-    new_record = json.loads(next((run_directory(state_root, DAG_ID, run_id) / "cleanup").glob("*-1.json")).read_text())
-    assert new_record["adopted"] == [0]
-    assert {p.rsplit("/", 1)[-1] for p in new_record["state_paths"]} == old_tokens | new_tokens
+    # The record file exists while the cleanup waits; a slow look may come after it is done.
+    new_record_file = next((run_directory(state_root, DAG_ID, run_id) / "cleanup").glob("*-1.json"), None)
+    if new_record_file is not None:
+        new_record = json.loads(new_record_file.read_text())
+        assert new_record["adopted"] == [0]
+        assert {p.rsplit("/", 1)[-1] for p in new_record["state_paths"]} == old_tokens | new_tokens
     cluster.wait_for_run(DAG_ID, run_id, timeout=180)
+    summary = cluster.xcom(DAG_ID, run_id, "counting.cleanup")
+    assert summary["incarnation"] == 1 and summary["adopted"] == [0], summary
+    assert summary["status"] == "cleaned" and summary["paths"] == summary["deleted"] >= 6, summary
+    assert summary["cleaned_at"] >= summary["due_at"], "deleted before the due time"
     assert not any(p.exists() for p in old_staging)
     assert marker(cluster, ds) == second, "the cleanup touched the published partition"
     rows = published(cluster, ds)
@@ -75,7 +85,7 @@ def test_clearing_the_run_inside_the_window_cleans_the_old_incarnation_only(sqli
         assert len(rows[source]) == expected_row_count(source)
     assert first["commit_id"] != second["commit_id"]
     assert not (output / "_zeta_tombstones").exists() or not any((output / "_zeta_tombstones").rglob("*"))
-    assert leftovers_past_due(state_root, [output]) == []
+    assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
 
 
 def start_held_run(cluster, tmp_path, ds: str, name: str):
@@ -89,7 +99,7 @@ def start_held_run(cluster, tmp_path, ds: str, name: str):
     return run_id, [e["token"] for e in launches(log)]
 
 
-def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_sweep(sqlite_fake_driver_cluster, tmp_path):
+def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_sweep(fake_driver_cluster, tmp_path):
     """With the triggerer down no trigger's on_kill stops the drivers when a run is marked failed.
 
     1. Airflow keeps a teardown when a run is marked failed: the cleanup still runs, stops the
@@ -97,7 +107,7 @@ def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_swe
     2. When the cleanup task itself was marked too (it never runs), the sweep stops the drivers,
        gives the leftovers the retention window, and a later sweep deletes them.
     """
-    cluster = sqlite_fake_driver_cluster
+    cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     cluster.wait_for_dag(SWEEP_DAG)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
@@ -129,21 +139,21 @@ def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_swe
         run = run_directory(state_root, DAG_ID, by_sweep)
         sweep_record = json.loads((run / "cleanup" / "sweep.json").read_text())
         assert len(sweep_record["state_paths"]) == 3 and sweep_record["due_at"] > time.time()
-        assert leftovers_past_due(state_root, [output]) == []  # retained, not orphaned
+        assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []  # retained, not orphaned
 
         time.sleep(max(0.0, sweep_record["due_at"] - time.time()) + 1)
         sweep_2 = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
         cluster.wait_for_run(SWEEP_DAG, sweep_2, timeout=120)
         assert cluster.xcom(SWEEP_DAG, sweep_2, "sweep")["deleted_paths"] == 3
         assert not run.exists()
-        assert leftovers_past_due(state_root, [output]) == []
+        assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
     finally:
         cluster.start_component("triggerer")
         cluster.wait_healthy()
 
 
-def test_failed_sources_fail_the_run_although_the_cleanup_runs_last(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
+def test_failed_sources_fail_the_run_although_the_cleanup_runs_last(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
     log = tmp_path / "launches.jsonl"
@@ -158,4 +168,31 @@ def test_failed_sources_fail_the_run_although_the_cleanup_runs_last(sqlite_fake_
     assert states["counting.cleanup"] == "success", states
     assert not (output / f"ds={ds}").exists()
     assert not run_directory(state_root, DAG_ID, run_id).exists(), "the failed run's staging was cleaned"
-    assert leftovers_past_due(state_root, [output]) == []
+    assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
+
+
+def test_sweep_leaves_a_running_pipeline_alone(fake_driver_cluster, tmp_path):
+    """G1/G5: a sweep while a pipeline runs stops none of its drivers and records nothing for it;
+    the run then publishes with one launch per source. (A sweep once read the Task SDK's run
+    state as ``"DagRunState.RUNNING"``, took every running run for ended and stopped its drivers;
+    the shipped maintenance DAG runs every 15 minutes, so any pipeline could meet it.)"""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    cluster.wait_for_dag(SWEEP_DAG)
+    state_root = cluster.home / "zeta-state"
+    ds = "2026-04-05"
+    run_id, tokens = start_held_run(cluster, tmp_path, ds, "swept")
+
+    sweep = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
+    cluster.wait_for_run(SWEEP_DAG, sweep, timeout=120)
+    summary = cluster.xcom(SWEEP_DAG, sweep, "sweep")
+    assert not set(tokens) & set(summary["stopped_drivers"]), summary
+    assert f"{DAG_ID}/{run_id}" in summary["phases"]["running"], summary
+    assert all(pids_carrying(t) for t in tokens), "a driver of the running pipeline was stopped"
+    assert not (run_directory(state_root, DAG_ID, run_id) / "cleanup" / "sweep.json").exists()
+
+    for source in SOURCES:
+        (tmp_path / "release-swept" / source).write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    assert {e["token"] for e in launches(tmp_path / "swept.jsonl")} == set(tokens), "a job ran twice"
+    assert marker(cluster, ds)["tokens"].keys() == set(SOURCES)

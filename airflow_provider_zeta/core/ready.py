@@ -165,7 +165,7 @@ def evaluate(
         state = task_states.get(task_id)
         raw = reports.get(task_id)
         if state in SOURCE_FAILED_STATES:
-            failed[source] = str(state)
+            failed[source] = str(getattr(state, "value", state))  # an Enum's str() is its class-qualified name
             continue
         if state != "success" or raw is None:
             # Not finished in this incarnation yet (or a value left by another XCom backend).

@@ -108,3 +108,42 @@ def test_driver_stops_without_recreating_its_deleted_attempt(tmp_path):
     assert "deleted by the run's cleanup" in stderr
     time.sleep(1)
     assert not attempt.exists(), "a late heartbeat re-created the cleaned attempt"
+
+
+def test_leftovers_past_due_sees_every_dag_unless_limited_to_some(tmp_path):
+    from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+
+    make_run(tmp_path)  # no cleanup record: its two attempts and its tombstone are orphans
+    other = StateStorage.from_url(str(tmp_path / "state"))
+    register_run(other, "bare deploy", RUN)
+    other.write_atomic(f"{attempt_dir('bare deploy', RUN, 'job', -1, 't9')}/ledger.json", b"{}")
+    state_root, table = tmp_path / "state", [tmp_path / "table"]
+
+    everything = leftovers_past_due(state_root, table)
+    assert len(everything) == 4 and any("t9" in problem for problem in everything)
+    limited = leftovers_past_due(state_root, table, dag_ids=[DAG])
+    assert len(limited) == 3 and not any("t9" in problem for problem in limited)
+    assert leftovers_past_due(state_root, table, dag_ids=["bare deploy"]) == [p for p in everything if "t9" in p]
+
+
+def test_sweep_reads_the_sdk_run_state_as_its_name():
+    """The Task SDK answers with its own ``DagRunState`` enum; ``str()`` of it on Python 3.11 is
+    ``"DagRunState.RUNNING"``, which once made every running run look ended to the sweep."""
+    from airflow.sdk.api.datamodels._generated import DagRunState, TaskInstanceState
+
+    from airflow_provider_zeta.core.cleanup import ACTIVE_RUN_STATES
+    from airflow_provider_zeta.operators.sweep import _run_state, _task_states
+
+    class FakeTI:
+        def get_dr_count(self, dag_id, run_ids):
+            return 1
+
+        def get_dagrun_state(self, dag_id, run_id):
+            return DagRunState.RUNNING
+
+        def get_task_states(self, dag_id, run_ids):
+            return {run_ids[0]: {"p.deploy_a": TaskInstanceState.DEFERRED, "p.cleanup": None}}
+
+    state = _run_state(FakeTI(), DAG, RUN)
+    assert state == "running" and type(state) is str and state in ACTIVE_RUN_STATES
+    assert _task_states(FakeTI(), DAG, RUN) == {"p.deploy_a": "deferred", "p.cleanup": None}
