@@ -43,8 +43,12 @@ def db_kind(request) -> str:
     return request.param
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip)."""
+    """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip), and
+    move the tests on the session's fake-driver clusters to the end, SQLite first: pytest has
+    already grouped them by DB kind (this runs after its reordering), and at the end the last
+    cluster stops with the session instead of idling beside the other tests."""
     keep, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -52,7 +56,13 @@ def pytest_collection_modifyitems(config, items):
         (dropped if on_postgres and item.get_closest_marker("sqlite_only") else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+
+    def shared_cluster_kind(item) -> int:
+        if "fake_driver_cluster" not in getattr(item, "fixturenames", ()):
+            return 0
+        return 1 if item.callspec.params["fake_driver_cluster"] == "sqlite" else 2
+
+    items[:] = sorted(keep, key=shared_cluster_kind)  # stable: each group keeps pytest's order
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -123,23 +133,22 @@ def airflow_cluster(request):
         _finish(cluster, _test_failed(request.node), request.node.nodeid)
 
 
-def _module_cluster(request, db_kind: str):
+@pytest.fixture(scope="session", params=DB_KINDS)
+def fake_driver_cluster(request):
+    """One cluster per DB kind for the whole session, on tests/dags, launching drivers through the
+    fake spark-submit. The tests using it run last, grouped by DB kind (``pytest_collection_modifyitems``
+    below), so one such cluster runs at a time and none idles beside the other tests. Each test uses
+    its own run dates and launch log; after a kill a test restarts the component before it ends."""
+    db_kind = request.param
     failures_before = request.session.testsfailed
     cluster = _start(PROJECT_ROOT / "tests" / "dags", db_kind, extra_env=spark_env(fake=True))
     yield cluster
-    _finish(cluster, request.session.testsfailed > failures_before, f"{request.module.__name__}[{db_kind}]")
+    _finish(cluster, request.session.testsfailed > failures_before, f"fake_driver_cluster[{db_kind}]")
 
 
-@pytest.fixture(scope="module", params=DB_KINDS)
-def fake_driver_cluster(request):
-    """One cluster per module and DB kind on tests/dags, launching drivers through fake spark-submit."""
-    yield from _module_cluster(request, request.param)
-
-
-@pytest.fixture(scope="module")
-def sqlite_fake_driver_cluster(request):
-    """As ``fake_driver_cluster``, SQLite only: for tests of the ledger protocol, not of the DB."""
-    yield from _module_cluster(request, "sqlite")
+# The pipelines of tests/dags (each with its cleanup). The cluster also runs bare deploy tasks
+# (deploy_counting), whose attempt directories nothing cleans but a sweep: not checked here.
+PIPELINE_DAGS = ("pipeline_counting", "pipeline_counting_daily")
 
 
 def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -> None:
@@ -153,6 +162,6 @@ def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -
     cluster = request.getfixturevalue(cluster_fixture)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
     deadline = time.monotonic() + timeout
-    while (problems := leftovers_past_due(state_root, [output])) and time.monotonic() < deadline:
+    while (problems := leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS)) and time.monotonic() < deadline:
         time.sleep(2)
     assert problems == [], problems

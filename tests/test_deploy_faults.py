@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import quote
 
+import pytest
+
 from tests.test_deploy_windows import (
     DAG_ID,
     _ledger_json,
@@ -20,9 +22,11 @@ from tests.test_deploy_windows import (
     wait_trigger_running,
 )
 
+pytestmark = pytest.mark.sqlite_only
 
-def test_failed_driver_is_reported_then_redeployed_with_a_new_token(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
+
+def test_failed_driver_is_reported_then_redeployed_with_a_new_token(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     log = tmp_path / "launches.jsonl"
     run_id = cluster.trigger_run(DAG_ID, conf={"launch_log": str(log), "seconds": 1, "fail": "true"})
@@ -37,8 +41,8 @@ def test_failed_driver_is_reported_then_redeployed_with_a_new_token(sqlite_fake_
     assert "the job failed on purpose" in task_log(cluster, run_id, 1)
 
 
-def test_marking_the_deferred_task_failed_stops_its_driver(sqlite_fake_driver_cluster, tmp_path):
-    cluster = sqlite_fake_driver_cluster
+def test_marking_the_deferred_task_failed_stops_its_driver(fake_driver_cluster, tmp_path):
+    cluster = fake_driver_cluster
     held = start_held_run(cluster, tmp_path)
     run_id, log, driver_pid, token = held.run_id, held.log, held.driver_pid, held.token
     # A user acts on a task that has been waiting a while: its trigger runs in the triggerer.

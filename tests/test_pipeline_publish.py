@@ -18,7 +18,7 @@ import pytest
 
 from airflow_provider_zeta.testing.chaos import run_scenario
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
-from tests.conftest import check_nothing_past_due
+from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
 from tests.test_deploy_windows import launches
 
 DAG_ID = "pipeline_counting"
@@ -218,7 +218,7 @@ def test_cleanup_window_survives_triggerer_and_scheduler_kills(fake_driver_clust
     assert summary["status"] == "cleaned" and summary["deleted"] == 3 and summary["due_at"] == record["due_at"]
     assert published(cluster, ds).keys() == set(SOURCES), "the cleanup must never touch the partition"
     assert not run.exists(), "the run's bookkeeping is removed once it is cleaned"
-    assert leftovers_past_due(state_root, [output]) == []
+    assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
 
 
 CHAOS_DAG = "pipeline_counting_daily"

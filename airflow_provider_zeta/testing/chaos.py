@@ -300,7 +300,7 @@ def run_scenario(
     leftovers: list[str] = []
     if provider:
         deadline = time.monotonic() + 120
-        while (leftovers := leftovers_past_due(cluster.home / "zeta-state", [output])) and time.monotonic() < deadline:
+        while (leftovers := leftovers_past_due(cluster.home / "zeta-state", [output], dag_ids=[dag_id])) and time.monotonic() < deadline:
             time.sleep(2)
         violations += [f"left behind: {item}" for item in leftovers]
     else:

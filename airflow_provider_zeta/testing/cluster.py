@@ -30,6 +30,12 @@ kills exactly the processes found either way — by PID, never by name — so tw
 machine never touch each other's processes, and orphans of a killed component (re-parented away
 from the harness) are still found.
 
+Migrating a fresh metadata database costs seconds of CPU per cluster. A process that starts
+several clusters migrates once per database kind and schema-relevant settings and copies the
+result: a SQLite file is copied, a PostgreSQL database is created ``TEMPLATE`` the first migrated
+one (``SchemaTemplates``). The copies are dropped when the process exits; templates a killed
+process left behind are dropped by the next one.
+
 The module imports neither Airflow nor pytest, so scripts (the demo, benchmarks) can use it.
 """
 
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import json
 import os
 import secrets
@@ -102,7 +109,10 @@ class MetadataDatabase:
         return cls(url=f"sqlite:///{path}?timeout={busy_timeout_s}", kind="sqlite")
 
     @classmethod
-    def fresh_postgres(cls, server_url: str = POSTGRES_SERVER_URL, name: str | None = None) -> MetadataDatabase:
+    def fresh_postgres(
+        cls, server_url: str = POSTGRES_SERVER_URL, name: str | None = None, template: str | None = None
+    ) -> MetadataDatabase:
+        """A new database; ``template`` names a migrated database to copy (no one may be connected to it)."""
         import psycopg2
 
         name = name or f"zeta_test_{secrets.token_hex(4)}"
@@ -111,7 +121,7 @@ class MetadataDatabase:
         conn.autocommit = True
         try:
             with conn.cursor() as cur:
-                cur.execute(f'CREATE DATABASE "{name}"')
+                cur.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
                 # A scheduler killed with SIGKILL in the middle of a transaction leaves its
                 # LocalExecutor workers alive, and they inherited its database sockets: the server
                 # never sees the connection close, and the dead scheduler's row locks would block
@@ -121,18 +131,7 @@ class MetadataDatabase:
             conn.close()
 
         def drop() -> None:
-            conn = psycopg2.connect(admin_dsn)
-            conn.autocommit = True
-            try:
-                with conn.cursor() as cur:
-                    cur.execute(
-                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                        "WHERE datname = %s AND pid <> pg_backend_pid()",
-                        (name,),
-                    )
-                    cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            finally:
-                conn.close()
+            _drop_postgres_database(server_url, name)
 
         return cls(url=f"{server_url.rstrip('/')}/{name}", kind="postgres", _drop=drop)
 
@@ -140,6 +139,125 @@ class MetadataDatabase:
         if self._drop is not None:
             self._drop()
             self._drop = None
+
+
+class SchemaTemplates:
+    """Migrated metadata databases of this process, to copy instead of migrating again.
+
+    Keyed by database kind and the settings that change what ``airflow db migrate`` writes (the
+    auth manager's tables, database and log-template options); a cluster with other such settings
+    migrates its own.
+    """
+
+    PG_PREFIX = "zeta_schema_"
+
+    def __init__(self) -> None:
+        self._sqlite: dict[str, Path] = {}
+        self._postgres: dict[str, str] = {}
+        self._directory: Path | None = None
+        self._atexit = False
+
+    @staticmethod
+    def key(extra_env: dict[str, str]) -> str:
+        relevant = sorted(
+            (k, v)
+            for k, v in extra_env.items()
+            if k.startswith(("AIRFLOW__DATABASE__", "AIRFLOW__LOGGING__", "AIRFLOW__CORE__AUTH_MANAGER"))
+        )
+        return hashlib.sha1(json.dumps(relevant).encode()).hexdigest()[:10]
+
+    def fresh(self, kind: str, home: Path, key: str) -> tuple[MetadataDatabase, bool]:
+        """A new database of ``kind`` and whether it is migrated already (copied from a template)."""
+        if kind == "sqlite":
+            db = MetadataDatabase.fresh_sqlite(home)
+            template = self._sqlite.get(key)
+            if template is not None and template.exists():
+                _copy_sqlite(template, home / "airflow.db")
+                return db, True
+            return db, False
+        template_name = self._postgres.get(key)
+        return MetadataDatabase.fresh_postgres(template=template_name), template_name is not None
+
+    def remember(self, db: MetadataDatabase, home: Path, key: str) -> None:
+        """Keep a just-migrated database (no process connected to it) as the template for ``key``."""
+        self._register_atexit()
+        if db.kind == "sqlite" and key not in self._sqlite:
+            if self._directory is None:
+                self._directory = Path(tempfile.mkdtemp(prefix="zeta-schema-"))
+            copy = self._directory / f"{key}.db"
+            _copy_sqlite(home / "airflow.db", copy)
+            self._sqlite[key] = copy
+        elif db.kind == "postgres" and key not in self._postgres:
+            name = f"{self.PG_PREFIX}{os.getpid()}_{key}"
+            source = db.url.rsplit("/", 1)[1]
+            self._drop_abandoned_postgres()
+            MetadataDatabase.fresh_postgres(name=name, template=source)
+            self._postgres[key] = name
+
+    def _register_atexit(self) -> None:
+        if not self._atexit:
+            import atexit
+
+            atexit.register(self.drop_all)
+            self._atexit = True
+
+    def drop_all(self) -> None:
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+        for name in self._postgres.values():
+            with contextlib.suppress(Exception):
+                _drop_postgres_database(POSTGRES_SERVER_URL, name)
+        self._sqlite.clear()
+        self._postgres.clear()
+
+    def _drop_abandoned_postgres(self) -> None:
+        """Drop templates of processes that are gone (killed before their exit handler ran)."""
+        import psycopg2
+
+        conn = psycopg2.connect(_psycopg2_dsn(POSTGRES_SERVER_URL, "postgres"))
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (self.PG_PREFIX + "%",))
+                names = [row[0] for row in cur.fetchall()]
+        finally:
+            conn.close()
+        for name in names:
+            pid = name[len(self.PG_PREFIX) :].split("_", 1)[0]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                with contextlib.suppress(Exception):
+                    _drop_postgres_database(POSTGRES_SERVER_URL, name)
+
+
+SCHEMA_TEMPLATES = SchemaTemplates()
+
+
+def _copy_sqlite(source: Path, target: Path) -> None:
+    """Copy through SQLite's backup API: Airflow's database runs in WAL mode, so the main file alone
+    may miss committed pages."""
+    import sqlite3
+
+    src, dst = sqlite3.connect(source), sqlite3.connect(target)
+    try:
+        src.backup(dst)
+    finally:
+        dst.close()
+        src.close()
+
+
+def _drop_postgres_database(server_url: str, name: str) -> None:
+    import psycopg2
+
+    conn = psycopg2.connect(_psycopg2_dsn(server_url, "postgres"))
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    finally:
+        conn.close()
 
 
 def _psycopg2_dsn(server_url: str, database: str) -> str:
@@ -262,17 +380,19 @@ class AirflowCluster:
         return env
 
     def prepare(self) -> None:
-        """Create the metadata DB (unless given), write the users file, migrate."""
+        """Create the metadata DB (unless given), write the users file, migrate (or copy a migrated one)."""
+        template_key = migrated = None
         if self.db is None:
-            if self._db_spec == "sqlite":
-                self.db = MetadataDatabase.fresh_sqlite(self.home)
-            elif self._db_spec == "postgres":
-                self.db = MetadataDatabase.fresh_postgres()
-            else:
+            if self._db_spec not in ("sqlite", "postgres"):
                 raise ValueError(f"db must be 'sqlite', 'postgres' or a MetadataDatabase, got {self._db_spec!r}")
+            template_key = SchemaTemplates.key(self._extra_env)
+            self.db, migrated = SCHEMA_TEMPLATES.fresh(self._db_spec, self.home, template_key)
         (self.home / "component-logs").mkdir(exist_ok=True)
         (self.home / "passwords.json").write_text(json.dumps({"admin": self._password}))
-        self.cli("db", "migrate", timeout=600)
+        if not migrated:
+            self.cli("db", "migrate", timeout=600)
+            if template_key is not None:
+                SCHEMA_TEMPLATES.remember(self.db, self.home, template_key)
 
     def start(self, components: Iterable[str] = COMPONENTS, wait_healthy: bool = True) -> AirflowCluster:
         if self.db is None:

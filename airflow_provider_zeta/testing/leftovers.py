@@ -2,6 +2,8 @@
 
 ``leftovers_past_due`` lists everything the provider left that no pending cleanup record covers,
 and every pending record whose due time has passed. An empty list means: nothing is orphaned.
+``dag_ids`` limits the look to the runs of those DAGs (on a cluster shared with DAGs that run a
+bare deploy task, without a cleanup, whose attempt directories stay until a sweep).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Iterable
 
 
 def _pending_records(run: Path) -> list[tuple[Path, dict]]:
@@ -20,12 +23,21 @@ def _pending_records(run: Path) -> list[tuple[Path, dict]]:
     return found
 
 
-def leftovers_past_due(state_root: Path, output_roots: list[Path], now: float | None = None, slack: float = 0.0) -> list[str]:
+def leftovers_past_due(
+    state_root: Path,
+    output_roots: list[Path],
+    now: float | None = None,
+    slack: float = 0.0,
+    dag_ids: Iterable[str] | None = None,
+) -> list[str]:
     now = time.time() if now is None else now
+    wanted = None if dag_ids is None else {_dag_folder(dag_id) for dag_id in dag_ids}
     problems: list[str] = []
     covered_state: set[str] = set()
     covered_out: set[tuple[str, str]] = set()
     for run in sorted((state_root / "runs").glob("*/*")):
+        if wanted is not None and run.parent.name not in wanted:
+            continue
         for path, record in _pending_records(run):
             if record["due_at"] < now - slack:
                 problems.append(f"cleanup record past due by {now - record['due_at']:.0f}s: {path}")
@@ -38,10 +50,18 @@ def leftovers_past_due(state_root: Path, output_roots: list[Path], now: float | 
     for root in output_roots:
         for folder in ("_zeta_pending", "_zeta_tombstones"):
             for entry in sorted((root / folder).glob("*/*/*")):
+                if wanted is not None and entry.parent.parent.name not in wanted:
+                    continue
                 relative = entry.relative_to(root).as_posix()
                 if (str(root), relative) not in covered_out:
                     problems.append(f"{folder} entry without a pending cleanup record: {root}/{relative}")
     return problems
+
+
+def _dag_folder(dag_id: str) -> str:
+    from airflow_provider_zeta.core.paths import safe_segment
+
+    return safe_segment(dag_id)
 
 
 def run_directory(state_root: Path, dag_id: str, run_id: str) -> Path:
