@@ -7,7 +7,8 @@ regions of a day or none of them.
 
 The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``; the
 schedule is ``@daily`` unless ``$ZETA_EXAMPLE_SCHEDULE`` says otherwise (empty: manual runs only,
-as ``make demo`` uses it).
+as ``make demo`` uses it). ``$ZETA_EXAMPLE_END_DATE`` (``YYYY-MM-DD``) ends the schedule: the chaos
+soak backfills past dates without the scheduler adding a run for today beside them.
 The run needs a logical date (it is the partition key): scheduled runs have one; trigger manual
 runs with one. A run without a logical date fails at once with a message saying so.
 """
@@ -32,6 +33,9 @@ with DAG(
     dag_id="zeta_regional_sales",
     schedule=os.environ.get("ZETA_EXAMPLE_SCHEDULE", "@daily") or None,
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=timezone.utc)
+    if os.environ.get("ZETA_EXAMPLE_END_DATE")
+    else None,
     catchup=False,
     max_active_runs=3,
     tags=["zeta", "example"],

@@ -5,7 +5,8 @@ The same PySpark job as ``zeta_regional_sales`` (``jobs/regional_sales_job.py --
 straight into ``{output}/ds={ds}/source={region}``. No provider code is involved: this is what the
 provider's figures are compared against under the same kills. Output root:
 ``$ZETA_BASELINE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales_baseline``; manual runs
-only unless ``$ZETA_BASELINE_SCHEDULE`` sets a schedule (the chaos soak backfills it daily).
+only unless ``$ZETA_BASELINE_SCHEDULE`` sets a schedule (the chaos soak backfills it daily);
+``$ZETA_EXAMPLE_END_DATE`` (``YYYY-MM-DD``) ends it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ with DAG(
     dag_id="zeta_regional_sales_baseline",
     schedule=os.environ.get("ZETA_BASELINE_SCHEDULE") or None,
     start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=timezone.utc)
+    if os.environ.get("ZETA_EXAMPLE_END_DATE")
+    else None,
     catchup=False,
     max_active_runs=3,
     tags=["zeta", "example", "baseline"],

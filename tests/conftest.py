@@ -19,7 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_zeta.testing.cluster import AirflowCluster, postgres_available
+from airflow_provider_zeta.testing.cluster import SCHEMA_TEMPLATES, AirflowCluster, postgres_available
+
+# Many clusters per session: migrate each metadata schema once and copy it (testing/cluster.py).
+SCHEMA_TEMPLATES.enabled = True
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"
@@ -149,6 +152,21 @@ def fake_driver_cluster(request):
 # The pipelines of tests/dags (each with its cleanup). The cluster also runs bare deploy tasks
 # (deploy_counting), whose attempt directories nothing cleans but a sweep: not checked here.
 PIPELINE_DAGS = ("pipeline_counting", "pipeline_counting_daily")
+
+
+@pytest.fixture(autouse=True)
+def shared_cluster_left_whole(request):
+    """After a test on the session's fake-driver cluster, every component is running again: a test
+    that failed between a kill and its restart must not fail every later test with it."""
+    yield
+    if "fake_driver_cluster" not in request.fixturenames:
+        return
+    cluster = request.getfixturevalue("fake_driver_cluster")
+    dead = [name for name, component in cluster.components.items() if not component.alive()]
+    for name in dead:
+        cluster.start_component(name)
+    if dead:
+        cluster.wait_healthy()
 
 
 def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -> None:

@@ -134,7 +134,9 @@ def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_swe
         sweep_1 = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
         cluster.wait_for_run(SWEEP_DAG, sweep_1, timeout=120)
         summary = cluster.xcom(SWEEP_DAG, sweep_1, "sweep")
-        assert sorted(summary["stopped_drivers"]) == sorted(sweep_tokens)
+        # On the session's shared cluster the sweep also sees other tests' ended runs: count ours.
+        assert set(sweep_tokens) <= set(summary["stopped_drivers"]), summary
+        assert not set(teardown_tokens) & set(summary["stopped_drivers"]), "the teardown had stopped those"
         assert not any(pids_carrying(t) for t in sweep_tokens)
         run = run_directory(state_root, DAG_ID, by_sweep)
         sweep_record = json.loads((run / "cleanup" / "sweep.json").read_text())
@@ -144,7 +146,8 @@ def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_swe
         time.sleep(max(0.0, sweep_record["due_at"] - time.time()) + 1)
         sweep_2 = cluster.trigger_run(SWEEP_DAG, no_logical_date=True)
         cluster.wait_for_run(SWEEP_DAG, sweep_2, timeout=120)
-        assert cluster.xcom(SWEEP_DAG, sweep_2, "sweep")["deleted_paths"] == 3
+        assert cluster.xcom(SWEEP_DAG, sweep_2, "sweep")["deleted_paths"] >= 3
+        assert not any((state_root / p).exists() for p in sweep_record["state_paths"])
         assert not run.exists()
         assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
     finally:

@@ -215,7 +215,8 @@ def run_scenario(
 
     # Kills spread over the first run and the backfill; the backfill starts after the first run.
     schedule = sorted(rng.uniform(3, kill_window_s) for _ in range(kills))
-    # Every kind of kill in turn, in a seeded order: a short run with three kills still kills each.
+    # Every kind of kill in turn, in a seeded order (a worker kill with no worker busy becomes a
+    # scheduler or triggerer kill, logged): a short run still tries each kind.
     kinds = [COMPONENTS[i % len(COMPONENTS)] for i in range(kills)]
     rng.shuffle(kinds)
     first_half = [t for t in schedule if t < kill_window_s / 2]
