@@ -224,6 +224,8 @@ class Component:
     process: subprocess.Popen
     log_path: Path
     started_at: float = field(default_factory=time.monotonic)
+    # Kernel start time of the process: tells it from a later process that reuses its PID.
+    start_ticks: int | None = None
 
     @property
     def pid(self) -> int:
@@ -438,7 +440,7 @@ class AirflowCluster:
             start_new_session=True,
         )
         log_file.close()
-        component = Component(name=name, process=process, log_path=log_path)
+        component = Component(name=name, process=process, log_path=log_path, start_ticks=_start_ticks(process.pid))
         self.components[name] = component
         self.component_history.append(component)
         return component
@@ -464,7 +466,15 @@ class AirflowCluster:
 
     def harness_processes(self) -> list[dict[str, Any]]:
         """Every live process started by this cluster or by its children (pid, ppid, cmdline)."""
-        sessions = {component.pid for component in self.component_history}
+        # A component's session id is its PID. Linux does not hand out a PID while a session of
+        # that id still has members, but once a dead component's session is empty its PID may go
+        # to a process of someone else (another cluster's component, a session leader too): a
+        # live process on that PID with another start time means the session is no longer ours.
+        sessions = {
+            component.pid
+            for component in self.component_history
+            if _start_ticks(component.pid) in (None, component.start_ticks)
+        }
         found = []
         for pid in _all_pids():
             if pid == os.getpid():
@@ -784,6 +794,14 @@ def _stat(pid: int) -> tuple[int, int] | None:
     if fields[0] == "Z":
         return None
     return int(fields[1]), int(fields[3])
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live process, or None."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def _cmdline(pid: int) -> str:
