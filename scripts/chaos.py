@@ -63,7 +63,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=int(os.environ.get("ZETA_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6)))
     parser.add_argument("--db", default="sqlite,postgres")
     # The baseline's figures are reported, not checked: by default it runs beside the provider's
-    # scenarios on SQLite only (same seeds), which keeps the soak near 45 minutes on 2 cores.
+    # scenarios on SQLite only (same seeds), which kept the soak to 74 minutes on 2 cores.
     parser.add_argument("--baseline-db", default="sqlite", help="databases the baseline also runs on ('' for none)")
     parser.add_argument("--doc", type=Path, help="also write the table as a Markdown page here")
     args = parser.parse_args()
