@@ -37,12 +37,8 @@ PROVIDER, BASELINE = "zeta_regional_sales", "zeta_regional_sales_baseline"
 REGIONS = ("emea", "amer", "apac")
 
 
-def entries(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-
-
 def starts(log: Path) -> list[dict]:
-    return [e for e in entries(log) if "end" not in e]
+    return [e for e in chaos.entries(log) if "end" not in e]
 
 
 def driver_seconds(log: Path, until: float) -> tuple[float, float]:
@@ -52,7 +48,7 @@ def driver_seconds(log: Path, until: float) -> tuple[float, float]:
     of the same source or ``until``. Re-done = all minus the last completed launch of each source.
     """
     by_source: dict[str, list[dict]] = {}
-    for entry in entries(log):
+    for entry in chaos.entries(log):
         by_source.setdefault(entry["source"], []).append(entry)
     total = redone = 0.0
     for source, items in by_source.items():

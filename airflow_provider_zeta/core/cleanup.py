@@ -71,6 +71,13 @@ ACTIVE_RUN_STATES = frozenset({"queued", "running"})
 FINISHED_TASK_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
+def state_name(state: Any) -> str | None:
+    """``"running"`` for the Task SDK's ``DagRunState.RUNNING`` (any state enum, or a name). Not
+    ``str()``: on Python 3.11 the ``str()`` of a ``(str, Enum)`` member is ``"DagRunState.RUNNING"``,
+    which matches no state name — a running run would look ended to the sweep."""
+    return None if state is None else str(getattr(state, "value", state))
+
+
 class RecordStatus(str, Enum):
     PENDING = "pending"
     CLEANED = "cleaned"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping
 
+from airflow_provider_zeta.core.cleanup import state_name
 from airflow_provider_zeta.core.ledger import CorruptState
 
 #: Task states after which a source will never report in this incarnation.
@@ -165,7 +166,7 @@ def evaluate(
         state = task_states.get(task_id)
         raw = reports.get(task_id)
         if state in SOURCE_FAILED_STATES:
-            failed[source] = str(getattr(state, "value", state))  # an Enum's str() is its class-qualified name
+            failed[source] = str(state_name(state))
             continue
         if state != "success" or raw is None:
             # Not finished in this incarnation yet (or a value left by another XCom backend).

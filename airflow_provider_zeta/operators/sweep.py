@@ -39,6 +39,7 @@ from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
     RunView,
     plan_sweep,
+    state_name,
 )
 from airflow_provider_zeta.janitor import (
     carry_out,
@@ -138,13 +139,6 @@ def _run_state(ti: Any, dag_id: str, run_id: str) -> str | None:
     if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
         return None
     return state_name(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
-
-
-def state_name(state: Any) -> str | None:
-    """``"running"`` for the Task SDK's ``DagRunState.RUNNING``. Not ``str()``: on Python 3.11 the
-    ``str()`` of a ``(str, Enum)`` member is ``"DagRunState.RUNNING"``, which matches no state name —
-    a running run would look ended, and the sweep would stop its drivers."""
-    return None if state is None else str(getattr(state, "value", state))
 
 
 def _task_states(ti: Any, dag_id: str, run_id: str) -> dict[str, str | None]:
