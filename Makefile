@@ -1,23 +1,36 @@
 # Quick start: `make demo` and `make test`. Both create (or reuse) .venv in the repo and install
-# what they need into it, pinned by constraints.txt.
+# what they need into it, pinned by constraints.txt: the demo the provider alone, the tests also
+# the test extra (pytest, DB drivers, playwright, ruff, mypy), the openlineage extra (its tests
+# must run, not skip) and a Chromium for the UI test.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# The provider and its runtime dependencies (what `make demo` needs).
+STAMP_RUN  := $(VENV)/.installed-run
+# ... plus the test and openlineage extras (what `make test`, `make bench` and `make chaos` need).
+STAMP_TEST := $(VENV)/.installed-test
 # The browser of the UI test: $ZETA_CHROMIUM when set (the test reads the same variable), else Debian's.
 CHROMIUM ?= $(if $(ZETA_CHROMIUM),$(ZETA_CHROMIUM),/usr/bin/chromium)
 export ZETA_CHROMIUM := $(CHROMIUM)
+# The Java that Spark will use: $JAVA_HOME's when set, else the one on PATH.
+JAVA ?= $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: install test demo bench chaos clean
+.PHONY: install install-run lint test demo bench chaos clean java17
 
-$(STAMP): setup.py constraints.txt
+$(STAMP_RUN): setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip wheel setuptools
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet -c constraints.txt -e .
 	@touch $@
 
-install: $(STAMP) $(CHROMIUM)
+$(STAMP_TEST): $(STAMP_RUN)
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test,openlineage]'
+	@touch $@
+
+install-run: $(STAMP_RUN)
+
+install: $(STAMP_TEST) $(CHROMIUM)
 
 # The UI test drives Debian's Chromium through playwright (no browser download); installed when
 # missing. An existing $(CHROMIUM) is a satisfied target: no apt-get. apt-get only provides the default path.
@@ -25,21 +38,37 @@ $(CHROMIUM):
 	@test "$@" = /usr/bin/chromium || { echo "ZETA_CHROMIUM=$@ does not exist; point it to a Chromium binary" >&2; exit 1; }
 	apt-get update -qq && apt-get install -y -qq chromium
 
-## test: the whole suite on real Airflow components, SQLite and PostgreSQL (the command CI runs)
-test: install
+# PySpark 4 needs Java 17 or newer: say so before Spark fails with a JVM error.
+java17:
+	@version=$$($(JAVA) -version 2>&1 | sed -n 's/.* version "\([0-9][0-9]*\).*/\1/p' | head -n 1); \
+	if [ -z "$$version" ]; then \
+	  echo "Java 17 is missing: PySpark needs Java 17 or newer. Install it (Debian: apt-get install openjdk-17-jre-headless) or set JAVA_HOME." >&2; exit 1; \
+	elif [ "$$version" -lt 17 ]; then \
+	  echo "Java $$version found ($(JAVA)); PySpark needs Java 17 or newer. Install it or point JAVA_HOME to one." >&2; exit 1; \
+	fi
+
+## lint: ruff on the package, tests, DAGs, scripts and benchmarks; mypy on the package (seconds; `make test` runs it first)
+lint: $(STAMP_TEST)
+	$(BIN)/ruff check airflow_provider_zeta tests dags scripts benchmarks
+	$(BIN)/mypy
+
+## test: lint, then the whole suite on real Airflow components, SQLite and PostgreSQL (the command CI runs)
+test: install java17 lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 ## demo: run the example pipeline on an embedded Airflow (SQLite, LocalExecutor, local Spark)
-demo: install
+demo: install-run java17
 	$(BIN)/python scripts/demo.py
 
 ## bench: benchmark scripts under benchmarks/; figures go to docs/benchmarks.md
-bench: install
+bench: install java17
 	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
 
-## chaos: the long chaos soak (real Spark, SQLite and PostgreSQL, provider vs stock operators)
-chaos: install
+## chaos: the long chaos soak (real Spark, SQLite and PostgreSQL, provider vs stock operators), then
+## the multi-host soak (CeleryExecutor across namespace hosts, repeated host kills)
+chaos: install java17
 	$(BIN)/python scripts/chaos.py --doc docs/chaos.md $(CHAOS_ARGS)
+	$(BIN)/python -m pytest -m soak tests/test_multi_host.py
 
 clean:
 	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info

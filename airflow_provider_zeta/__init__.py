@@ -17,7 +17,10 @@ _LAZY_PUBLIC_NAMES: dict[str, str] = {
     "CompletedPointOperator": "airflow_provider_zeta.operators.completed_point",
     "DelayedCleanupOperator": "airflow_provider_zeta.operators.cleanup",
     "ZetaSweepOperator": "airflow_provider_zeta.operators.sweep",
+    "CarryOutCleanupsOperator": "airflow_provider_zeta.operators.cleanup",
+    "CLEANUP_ASSET": "airflow_provider_zeta.operators.cleanup",
     "zeta_sweep_dag": "airflow_provider_zeta.maintenance",
+    "zeta_cleanup_dag": "airflow_provider_zeta.maintenance",
     "CheckpointFreshnessSensor": "airflow_provider_zeta.sensors.checkpoint_freshness",
 }
 

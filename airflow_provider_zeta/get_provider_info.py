@@ -6,17 +6,21 @@ config section below is what ``airflow config list`` shows with its defaults and
 
 from __future__ import annotations
 
-PACKAGE_NAME = "airflow-provider-zeta"
-VERSION = "0.1.0"
+from airflow_provider_zeta import __version__ as VERSION  # the one version source (package __init__)
 
-#: The ``[zeta]`` config section. Durations are seconds. Airflow expands ``{AIRFLOW_HOME}`` in
+PACKAGE_NAME = "airflow-provider-zeta"
+
+#: The ``[zeta]`` config section. Durations are seconds, or ``str(timedelta)`` text such as
+#: ``0:10:00`` (parsed by ``core/durations.py``). Airflow expands ``{AIRFLOW_HOME}`` in
 #: defaults, as it does for its own options.
 CONFIG_OPTIONS: dict[str, dict[str, str]] = {
     "state_root": {
         "description": (
             "Root of the provider's own data: driver ledgers, cancel markers, per-attempt staging "
             "output, tombstones and cleanup records. A local path or an ObjectStoragePath URL "
-            "(file://, s3://conn_id@bucket/prefix, gs://...). Cleanup only ever deletes below this "
+            "(file://, s3://conn_id@bucket/prefix, gs://...). Every worker, triggerer, API server "
+            "and driver host must see the same root (shared storage): a deploy that finds a launch "
+            "it cannot see fails naming this option. Cleanup only ever deletes below this "
             "root and inside tombstones the provider made.\n"
         ),
         "type": "string",
@@ -25,37 +29,76 @@ CONFIG_OPTIONS: dict[str, dict[str, str]] = {
     },
     "cleanup_retention": {
         "description": (
-            "Default retention window in seconds: how long a finished run's staging data and "
-            "replaced partitions are kept as tombstones before the delayed cleanup deletes them.\n"
+            "Default retention window: how long a finished run's staging data and replaced "
+            "partitions are kept as tombstones before the delayed cleanup deletes them. Seconds "
+            "(86400) or a duration as Python prints a timedelta (1 day, 0:00:00).\n"
         ),
-        "type": "integer",
+        "type": "string",
         "example": "86400",
         "default": "3600",
     },
     "driver_heartbeat_interval": {
-        "description": "Seconds between two heartbeats a Spark driver writes to its ledger.\n",
-        "type": "integer",
+        "description": (
+            "Time between two heartbeats a Spark driver writes to its ledger: seconds (10) or "
+            "H:MM:SS (0:00:10).\n"
+        ),
+        "type": "string",
         "example": "10",
         "default": "5",
     },
     "driver_lost_after": {
         "description": (
-            "Age in seconds of a driver's last heartbeat after which the driver counts as lost "
-            "(never shown as running; its task may redeploy it as a new attempt). Keep it several "
-            "times driver_heartbeat_interval.\n"
+            "Seconds without a heartbeat *change* seen by an observer (by its own clock) after "
+            "which the driver counts as lost (never shown as running). A driver that cannot renew "
+            "its heartbeat within 0.7 x this stops itself; a lost driver is redeployed only after "
+            "1.25 x this of silence. Keep it several times driver_heartbeat_interval. Seconds "
+            "(120) or H:MM:SS (0:02:00).\n"
         ),
-        "type": "integer",
+        "type": "string",
         "example": "120",
         "default": "60",
     },
     "poll_interval": {
         "description": (
             "Seconds between two reads of a ledger or of ready-to-close progress by the provider's "
-            "triggers. Each trigger backs off up to this value.\n"
+            "triggers. Each trigger backs off up to this value. Seconds (10) or H:MM:SS.\n"
         ),
-        "type": "integer",
+        "type": "string",
         "example": "10",
         "default": "5",
+    },
+    "default_deferrable": {
+        "description": (
+            "Default of ZetaSparkJobOperator's deferrable argument. Set it to False under the "
+            "KubernetesExecutor: a deferred task's pod exits and kills the driver inside it, so the "
+            "task must keep its pod while the driver runs. (Airflow's [operators] "
+            "default_deferrable defaults to false and would turn every deploy task blocking.)\n"
+        ),
+        "type": "boolean",
+        "example": "False",
+        "default": "True",
+    },
+    "spark_history_server_url": {
+        "description": (
+            "Base URL of a Spark History Server (e.g. http://history:18080). When set, the deploy "
+            "task's \"Spark driver\" link opens the application's page there (it outlives the "
+            "driver), and the monitoring plugin may redirect to it. Empty: no history server.\n"
+        ),
+        "type": "string",
+        "example": "http://spark-history.internal:18080",
+        "default": "",
+    },
+    "spark_ui_allowed_hosts": {
+        "description": (
+            "Comma-separated host names or addresses the monitoring plugin may redirect to for a "
+            "running driver's Spark UI, besides the driver's host recorded by the launcher (and the "
+            "addresses that name resolves to). The Spark UI address is written by the driver, so "
+            "any other host is refused and the driver link opens the task's log instead. Empty: only the "
+            "driver's own host.\n"
+        ),
+        "type": "string",
+        "example": "spark-driver-1.internal,10.0.0.12",
+        "default": "",
     },
 }
 

@@ -54,7 +54,7 @@ def list_runs(state: StateStorage) -> list[tuple[str, str]]:
             relative = f"{RUNS_DIR}/{dag_segment}/{run_segment}/{RUN_INFO_FILE}"
             raw = state.read_bytes(relative)
             try:
-                info = json.loads(raw) if raw is not None else None
+                info = json.loads(raw or b"")  # missing: a JSONDecodeError (ValueError) like a torn file
                 found.append((str(info["dag_id"]), str(info["run_id"])))
             except (ValueError, TypeError, KeyError):
                 log.warning("zeta.sweep: %s is missing or unreadable; that directory is left alone", state.url_of(relative))
@@ -68,7 +68,7 @@ def output_roots(state: StateStorage, dag_id: str, run_id: str) -> list[str]:
     for name in state.list_dir(folder):
         raw = state.read_bytes(f"{folder}/{name}")
         with contextlib.suppress(ValueError, TypeError, KeyError):
-            roots.append(str(json.loads(raw)["output_root"]))
+            roots.append(str(json.loads(raw or b"")["output_root"]))
     return sorted(set(roots))
 
 
@@ -96,7 +96,7 @@ def find_leftovers(
     outputs: dict[str, tuple[str, ...]] = {}
     for root in output_roots(state, dag_id, run_id) if roots is None else roots:
         out = open_output(root)
-        paths = []
+        paths: list[str] = []
         for folder in (run_pending_dir(dag_id, run_id), run_tombstones_dir(dag_id, run_id)):
             paths.extend(f"{folder}/{name}" for name in out.list_dir(folder))
         if paths:
@@ -172,12 +172,12 @@ def carry_out(state: StateStorage, record: CleanupRecord, open_output: OutputOpe
         before_delete()
     deleted = 0
     for path in record.state_paths:
-        deleted += state.delete_tree(path)
+        deleted += _delete(state, path)
         _prune_empty(state, posixpath.dirname(path), stop_at=run_dir(record.dag_id, record.run_id))
     for root, paths in record.outputs.items():
         out = open_output(root)
         for path in paths:
-            deleted += out.delete_tree(path)
+            deleted += _delete(out, path)
             _prune_empty(out, posixpath.dirname(path), stop_at="")
     log.info(
         "zeta.cleanup: carried out the record of %s %s (incarnation %s): %d of %d paths deleted",
@@ -190,9 +190,32 @@ def carry_out(state: StateStorage, record: CleanupRecord, open_output: OutputOpe
     return deleted
 
 
+def finish_record(state: StateStorage, record: CleanupRecord) -> None:
+    """After ``record`` was carried out: its file and the files of the records it adopted go, and
+    with no other record and no attempt left, the run's bookkeeping (``forget_run``)."""
+    remaining = []
+    for other in read_records(state, record.dag_id, record.run_id):
+        if isinstance(other, CleanupRecord) and other.owner == record.owner and (
+            other.incarnation == record.incarnation or other.incarnation in record.adopted
+        ):
+            delete_record_files(state, [other])
+        else:
+            remaining.append(other)
+    if not remaining and not state.list_dir(run_attempts_dir(record.dag_id, record.run_id)):
+        forget_run(state, record.dag_id, record.run_id)
+
+
+def _delete(storage: StateStorage, relative: str) -> bool:
+    """``delete_tree``, where a path another cleanup removes at the same moment counts as gone."""
+    try:
+        return storage.delete_tree(relative)
+    except FileNotFoundError:
+        return False
+
+
 def delete_record_files(state: StateStorage, records: Iterable[CleanupRecord]) -> None:
     for record in records:
-        state.delete_tree(record_file(record))
+        _delete(state, record_file(record))
 
 
 def forget_run(state: StateStorage, dag_id: str, run_id: str) -> None:
@@ -200,22 +223,37 @@ def forget_run(state: StateStorage, dag_id: str, run_id: str) -> None:
     folder = run_dir(dag_id, run_id)
     for name in state.list_dir(folder):
         if name != "attempts":
-            state.delete_tree(f"{folder}/{name}")
+            _delete(state, f"{folder}/{name}")
     _prune_empty(state, f"{folder}/attempts", stop_at=posixpath.dirname(posixpath.dirname(folder)))
 
 
 def _prune_empty(storage: StateStorage, relative: str, stop_at: str) -> None:
-    """Remove empty directories from ``relative`` up to (not including) ``stop_at``; local only.
+    """Remove empty directories from ``relative`` up to (not including) ``stop_at``.
 
-    ``os.rmdir`` refuses a non-empty directory, so a directory another writer just filled stays.
+    On a local filesystem ``os.rmdir`` refuses a non-empty directory, so a directory another writer
+    just filled stays. On other filesystems (HDFS, which keeps directories explicitly, and object
+    stores, where a "directory" is only a key prefix) it goes through the filesystem: a directory
+    that lists nothing and exists as a directory is removed; an implied one (no objects under it)
+    is already gone. A filesystem that refuses the removal leaves it (never an error: the data is
+    deleted, only an empty directory stays).
     """
-    if not storage.is_local:
-        return  # object stores have no directories to leave behind
     while relative and relative != stop_at and relative.startswith(stop_at):
-        try:
-            os.rmdir(storage.path(relative))
-        except FileNotFoundError:
-            pass  # already gone: look at the parent
-        except OSError:
-            return
+        if storage.is_local:
+            try:
+                os.rmdir(storage.path(relative))
+            except FileNotFoundError:
+                pass  # already gone: look at the parent
+            except OSError:
+                return
+        else:
+            if storage.list_dir(relative):
+                return
+            target = storage.path(relative)
+            try:
+                if storage.fs.isdir(target):
+                    storage.fs.rmdir(target)
+            except FileNotFoundError:
+                pass
+            except (OSError, NotImplementedError):
+                return
         relative = posixpath.dirname(relative)

@@ -5,7 +5,7 @@
     <pipeline_id>.deploy_<source>   ZetaSparkJobOperator, one per source      (G1, G6, G8)
     <pipeline_id>.ready_to_close    ReadyToCloseSensor, starts with the deploys (G2)
     <pipeline_id>.completed_point   CompletedPointOperator, after the sensor    (G3)
-    <pipeline_id>.cleanup           DelayedCleanupOperator, a teardown after all (G4, G5, G8)
+    <pipeline_id>.cleanup           DelayedCleanupOperator, a teardown after all: records the cleanup (G4, G5, G8)
 
 The sensor has no upstream edge from the deploy tasks on purpose: it waits beside them (deferred,
 no worker slot) and fails fast, naming the source, when one fails for good — a downstream sensor
@@ -13,8 +13,11 @@ would only ever see "upstream_failed".
 
 The cleanup is an Airflow teardown downstream of every other task: it runs whether the run
 succeeded or failed, and Airflow leaves it out when it decides the run's state, so a run whose
-source failed ends ``failed`` and a run that published ends ``success`` (and stays ``running``
-during the retention window, while the cleanup waits deferred, without a worker slot).
+source failed ends ``failed`` and a run that published ends ``success``. It records what to delete
+and when (the due time, an absolute moment), emits an event of ``CLEANUP_ASSET`` and ends: the run
+does not wait for the retention window. The cleanup DAG (``maintenance.zeta_cleanup_dag``, shipped
+in ``dags/zeta_maintenance.py``), scheduled on that Asset, deletes the data at the due time; deploy
+it beside your pipelines.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from typing import Any, Mapping
 
 from airflow.sdk import Asset, TaskGroup
 
+from airflow_provider_zeta.core.durations import Duration
+from airflow_provider_zeta.core.publish import DEFAULT_PARTITION
+from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS
 from airflow_provider_zeta.operators.cleanup import DelayedCleanupOperator
 from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
 from airflow_provider_zeta.operators.spark_job import ZetaSparkJobOperator
@@ -33,16 +39,21 @@ def zeta_pipeline(
     pipeline_id: str,
     sources: Mapping[str, str],
     output: str,
-    cleanup_delay: float | str | None = None,
+    cleanup_delay: Duration | None = None,
     conn_id: str = "spark_default",
     *,
     application_args: Mapping[str, list[str]] | None = None,
     job_params: Mapping[str, Any] | None = None,
     conf: Mapping[str, str] | None = None,
     spark_submit_kwargs: Mapping[str, Any] | None = None,
+    spark_options: Mapping[str, Mapping[str, Any]] | None = None,
     deploy_kwargs: Mapping[str, Any] | None = None,
-    ready_timeout: float = 6 * 3600,
+    ready_timeout: Duration = 6 * 3600,
     asset: Asset | None = None,
+    completed_point_kwargs: Mapping[str, Any] | None = None,
+    openlineage_inject_parent_job_info: bool | None = None,
+    openlineage_inject_transport_info: bool | None = None,
+    partition: str = DEFAULT_PARTITION,
 ) -> TaskGroup:
     """Build the pipeline's TaskGroup in the current DAG.
 
@@ -50,16 +61,36 @@ def zeta_pipeline(
     :param sources: source name -> PySpark application path. Each job writes its rows under
         ``zeta_context().output_path`` and reports them with ``zeta_context().report(rows=...)``.
     :param output: root of the output table; the run's partition lands at
-        ``{output}/ds={ds}/source={name}/``.
-    :param cleanup_delay: retention window (seconds) of staging data and replaced partitions before
+        ``{output}/<partition>/source={name}/``.
+    :param partition: the run's partition spec (templated), default ``"ds={{ ds }}"`` (one partition
+        per logical date). Once rendered: one or more ``key=value`` path segments joined by ``/``.
+        A schedule more frequent than daily needs one that tells its runs apart, e.g.
+        ``"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}"`` for an hourly one; runs rendering
+        the same partition fail (``partition_of_another_owner``). Every job sees the rendered
+        partition as ``zeta_context().partition``.
+    :param cleanup_delay: retention window (``timedelta`` or seconds) of staging data and replaced partitions before
         the delayed cleanup deletes them (templated); default ``[zeta] cleanup_retention``.
     :param conn_id: Airflow Spark connection of every deploy task.
     :param application_args: optional per-source application arguments.
     :param job_params: ``zeta_context().params`` of every job (templated).
+    :param spark_options: per-source spark-submit options: source name -> ``{option: value}``
+        with the option names of ``ZetaSparkJobOperator`` (and ``SparkSubmitOperator``):
+        ``py_files``, ``jars``, ``packages``, ``driver_memory``, ``executor_memory``,
+        ``num_executors``, ... (``core.submit_options.SPARK_SUBMIT_OPTIONS``). A source's options
+        override the same option given for every source in ``deploy_kwargs``.
     :param deploy_kwargs: further ``ZetaSparkJobOperator``/BaseOperator arguments (``retries``, ...).
-    :param ready_timeout: seconds the ready-to-close wait may take before it fails.
+    :param ready_timeout: how long (``timedelta`` or seconds) the ready-to-close wait may take
+        before it fails.
     :param asset: the output's Asset; default ``Asset(name=pipeline_id, uri=output)``. Asset names are
         global: two DAGs using one ``pipeline_id`` with different outputs must each pass their own.
+        The completed point emits one event for it per new commit (none for a no-op re-execution).
+    :param openlineage_inject_parent_job_info, openlineage_inject_transport_info: passed to every
+        deploy task (``ZetaSparkJobOperator``, same names as ``SparkSubmitOperator``'s); ``None``
+        keeps the operator's default, ``[openlineage] spark_inject_parent_job_info`` /
+        ``spark_inject_transport_info``. Without ``apache-airflow-providers-openlineage`` nothing is
+        injected.
+    :param completed_point_kwargs: further ``CompletedPointOperator``/BaseOperator arguments
+        (``retries`` defaults to 3, ``retry_delay`` to 10 s).
     """
     if not sources:
         raise ValueError(f"zeta_pipeline {pipeline_id!r}: 'sources' must name at least one source")
@@ -69,6 +100,24 @@ def zeta_pipeline(
     unknown_args = set(application_args or {}) - set(sources)
     if unknown_args:
         raise ValueError(f"zeta_pipeline {pipeline_id!r}: application_args for unknown sources {sorted(unknown_args)}")
+    unknown_options = set(spark_options or {}) - set(sources)
+    if unknown_options:
+        raise ValueError(f"zeta_pipeline {pipeline_id!r}: spark_options for unknown sources {sorted(unknown_options)}")
+    for name, options in (spark_options or {}).items():
+        not_options = sorted(set(options) - set(SPARK_SUBMIT_OPTIONS))
+        if not_options:
+            raise ValueError(
+                f"zeta_pipeline {pipeline_id!r}: spark_options[{name!r}] holds {not_options}, which are not "
+                f"spark-submit options; the options are {list(SPARK_SUBMIT_OPTIONS)}"
+            )
+    openlineage = {
+        name: value
+        for name, value in (
+            ("openlineage_inject_parent_job_info", openlineage_inject_parent_job_info),
+            ("openlineage_inject_transport_info", openlineage_inject_transport_info),
+        )
+        if value is not None
+    }
     if asset is None:
         asset = Asset(name=pipeline_id, uri=output if "://" in output else f"file://{output}")
     with TaskGroup(group_id=pipeline_id) as group:
@@ -83,7 +132,8 @@ def zeta_pipeline(
                 spark_submit_kwargs=dict(spark_submit_kwargs or {}),
                 job_params=dict(job_params or {}),
                 require_logical_date=True,
-                **dict(deploy_kwargs or {}),
+                partition=partition,
+                **{**dict(deploy_kwargs or {}), **openlineage, **dict((spark_options or {}).get(name, {}))},
             )
             for name, application in sources.items()
         }
@@ -93,7 +143,13 @@ def zeta_pipeline(
             timeout=ready_timeout,
         )
         publish = CompletedPointOperator(
-            task_id="completed_point", output_root=output, ready_task_id=ready.task_id, asset=asset
+            task_id="completed_point",
+            output_root=output,
+            ready_task_id=ready.task_id,
+            asset=asset,
+            pipeline_id=pipeline_id,
+            partition=partition,
+            **dict(completed_point_kwargs or {}),
         )
         ready >> publish
         cleanup = DelayedCleanupOperator(

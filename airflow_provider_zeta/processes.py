@@ -1,11 +1,20 @@
 """Local process handles for detached drivers: launch, identify, look up by token, stop.
 
-A handle is (host, pid, start time). The start time (from ``/proc/<pid>/stat``) makes a handle
-immune to pid reuse: a process with the same pid but another start time is not our driver. A
-handle is only meaningful on its own host; elsewhere the ledger heartbeat is the only signal.
+A handle is (host, host id, pid, start time). The start time (from ``/proc/<pid>/stat``) makes a
+handle immune to pid reuse: a process with the same pid but another start time is not our driver,
+and a handle without a start time is never trusted (nor signalled). A handle is only meaningful on
+its own host; elsewhere the ledger heartbeat is the only signal.
+
+A *host* is what shares one process table: ``host_id()`` is the kernel's boot id plus the inode of
+this process's PID namespace. Hostnames are not unique (containers share them, and so do PID
+numbers), so they are kept for display only.
+
+An *observer clock* (``observer_clock()``) is what liveness is measured with: the monotonic clock,
+named by what makes two readings of it comparable — the boot (and time namespace) on Linux, where
+``CLOCK_MONOTONIC`` is shared by every process of one boot; elsewhere this process alone.
 
 Looking a driver up *by token* scans the command lines of this host's processes: the token is in
-the spark-submit command (``--name zeta-<token>`` and the bootstrap's spec), so a driver that was
+the spark-submit command (``--conf spark.zeta.attemptToken=<token>`` and the bootstrap's spec), so a driver that was
 launched but has not written its ledger yet is still found. Linux ``/proc`` only; elsewhere the
 lookups answer "unknown" and the ledger decides.
 """
@@ -26,13 +35,48 @@ from airflow_provider_zeta.core.deploy import ProcessView
 
 @dataclass(frozen=True)
 class ProcessHandle:
-    host: str
+    host: str  # hostname, for people
     pid: int
     start_time: float | None
+    host_id: str | None = None  # host_id() of the launching host; None: an older handle, never trusted
+
+
+#: Names this process's monotonic clock where no boot id says which processes share it.
+_PROCESS_CLOCK = f"process-{os.getpid()}-{os.urandom(6).hex()}"
+
+
+def _clock_id() -> str:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return _PROCESS_CLOCK
+    try:
+        time_namespace = os.stat("/proc/self/ns/time").st_ino  # may shift CLOCK_MONOTONIC
+    except OSError:
+        time_namespace = 0
+    return f"{boot}:timens-{time_namespace}:monotonic"
+
+
+def observer_clock() -> tuple[str, float]:
+    """(which clock, its reading): this host's monotonic clock, for ``core.ledger.HeartbeatSeen``."""
+    return _clock_id(), time.monotonic()
 
 
 def this_host() -> str:
     return socket.gethostname()
+
+
+def host_id() -> str:
+    """Boot id + PID-namespace inode: equal exactly when two processes see the same process table."""
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = "no-boot-id"
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{boot}:pidns-{namespace}"
 
 
 def process_start_time(pid: int) -> float | None:
@@ -61,15 +105,21 @@ def launch_detached(command: list[str], env: dict[str, str], log_path: str) -> P
         )
     # The Popen object is dropped on purpose: the driver is not our child to wait for. Its exit is
     # read from the ledger; the zombie is reaped by whoever inherits it.
-    return ProcessHandle(host=this_host(), pid=process.pid, start_time=process_start_time(process.pid))
+    return ProcessHandle(
+        host=this_host(), pid=process.pid, start_time=process_start_time(process.pid), host_id=host_id()
+    )
 
 
 def handle_alive(handle: ProcessHandle) -> bool | None:
-    """True/False on the handle's host, None elsewhere."""
-    if handle.host != this_host():
+    """True/False on the handle's own host (same boot and PID namespace), None when it cannot tell.
+
+    A handle without a recorded start time cannot be told from a reused pid: unknown, never "alive"
+    (it would be signalled) nor "gone" (it would count as stopped).
+    """
+    if handle.host_id is None or handle.host_id != host_id() or handle.start_time is None:
         return None
     start = process_start_time(handle.pid)
-    return start is not None and (handle.start_time is None or start == handle.start_time)
+    return start is not None and start == handle.start_time
 
 
 def token_needles(token: str) -> tuple[bytes, ...]:
@@ -123,7 +173,7 @@ def stop_token_processes(
     own (it then records ``cancelled`` in its ledger), then SIGTERM, then SIGKILL after ``grace_s``.
     """
     targets = set(pids_carrying(token))
-    if handle is not None and handle_alive(handle):
+    if handle is not None and handle_alive(handle) is True:  # start time recorded and matching
         targets.add(handle.pid)
     if not targets:
         return []

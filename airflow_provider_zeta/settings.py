@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from airflow_provider_zeta.core.durations import duration_seconds
 from airflow_provider_zeta.get_provider_info import CONFIG_OPTIONS
 from airflow_provider_zeta.storage import StateStorage
 
@@ -15,6 +16,8 @@ class ZetaSettings:
     driver_heartbeat_interval: float
     driver_lost_after: float
     poll_interval: float
+    spark_history_server_url: str = ""
+    spark_ui_allowed_hosts: tuple[str, ...] = ()
 
     @classmethod
     def load(cls) -> ZetaSettings:
@@ -24,14 +27,7 @@ class ZetaSettings:
             return conf.get("zeta", name, fallback=CONFIG_OPTIONS[name]["default"])
 
         def number(name: str) -> float:
-            raw = get(name)
-            try:
-                value = float(raw)
-            except ValueError:
-                raise ValueError(f"[zeta] {name} must be a number of seconds, got {raw!r}") from None
-            if value <= 0:
-                raise ValueError(f"[zeta] {name} must be positive, got {raw!r}")
-            return value
+            return duration_seconds(get(name), f"[zeta] {name}")
 
         return cls(
             state_root=get("state_root"),
@@ -39,7 +35,21 @@ class ZetaSettings:
             driver_heartbeat_interval=number("driver_heartbeat_interval"),
             driver_lost_after=number("driver_lost_after"),
             poll_interval=number("poll_interval"),
+            spark_history_server_url=history_server_url(get("spark_history_server_url")),
+            spark_ui_allowed_hosts=tuple(h.strip().lower() for h in get("spark_ui_allowed_hosts").split(",") if h.strip()),
         )
+
+
+def history_server_url(raw: str) -> str:
+    """``[zeta] spark_history_server_url``: empty, or a plain http(s) URL."""
+    import re
+
+    raw = (raw or "").strip()
+    if raw and not re.match(r"(?i)^https?://[^\s\"'<>\\@]+$", raw):
+        raise ValueError(
+            f"[zeta] spark_history_server_url must be a plain http(s) URL such as http://history:18080, got {raw!r}"
+        )
+    return raw.rstrip("/")
 
 
 def state_root_url(state_root: str) -> str:

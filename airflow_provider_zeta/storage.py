@@ -1,7 +1,8 @@
 """Storage adapter for the provider's own files (ledgers, cancel markers, staging, records).
 
 Airflow-free on purpose: the Spark driver imports it, and a driver launched from a task cannot
-import Airflow (DESIGN.md). The coordinator side opens the same storage from an Airflow
+import Airflow (its environment holds an unusable metadata DB URL; see the package's
+``__init__``). The coordinator side opens the same storage from an Airflow
 ``ObjectStoragePath`` (so connections such as ``s3://aws_default@bucket`` resolve); the driver side
 opens it from the plain URL with fsspec, using the credentials of its own environment.
 
@@ -97,12 +98,28 @@ class StateStorage:
         return self.path(relative) if self.is_local else None
 
     def read_local_tail(self, relative: str, max_bytes: int) -> bytes | None:
-        """The last ``max_bytes`` of a local regular file, refusing anything that leads elsewhere.
+        """The last ``max_bytes`` of a file the driver writes (its log), with every check of
+        ``read_local_range``. ``None`` when the storage is not local or the file is missing."""
+        found = self.read_local_range(relative, -max_bytes, max_bytes)
+        return None if found is None else found[0]
 
-        For files a job can write (driver logs): the file itself must not be a symbolic link
-        (``O_NOFOLLOW``), its real path must stay under the storage root (no symlinked directory on
-        the way out), and it must be a regular file (no FIFO or device). ``None`` when the storage
-        is not local or the file is missing; ``PermissionError`` when it is refused.
+    def read_local_range(self, relative: str, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
+        """Up to ``max_bytes`` of a local file a job can write, from ``offset`` (negative: from the
+        end), refusing anything the driver's launcher did not create there.
+
+        Returns ``(data, start, size)``: the bytes, the offset they start at, and the file's size.
+        ``None`` when the storage is not local or the file is missing; ``PermissionError`` when it is
+        refused. The job runs inside the driver and can write its attempt directory, so a file there
+        is refused when it is not what the launcher made (an ``O_APPEND`` file of its own):
+
+        * a symbolic link (``O_NOFOLLOW``), or a path whose real location leaves the storage root
+          (a symlinked directory on the way out, also if swapped in between check and open);
+        * anything but a regular file (a FIFO would block the reader; a device);
+        * a hard link (``st_nlink != 1``): a same-filesystem file the job's user can read, such as
+          ``airflow.cfg``, linked in as the log;
+        * a file owned by another user than the one reading it: the launcher runs as the Airflow
+          user, so the log it creates is that user's; a file of another owner was not created by it (the job runs as the same user, so this does not
+          catch a file the job itself put there).
         """
         import stat
 
@@ -129,12 +146,20 @@ class StateStorage:
             opened = os.fstat(handle.fileno())
             if not stat.S_ISREG(opened.st_mode):
                 raise PermissionError(f"{relative} is not a regular file")
+            if opened.st_nlink != 1:
+                raise PermissionError(f"{relative} has {opened.st_nlink} hard links: not a log the launcher created")
+            if hasattr(os, "geteuid") and opened.st_uid != os.geteuid():
+                raise PermissionError(
+                    f"{relative} is owned by uid {opened.st_uid}, not by uid {os.geteuid()} that launches drivers"
+                )
             # The directories may have been swapped between the check and the open: the file
             # opened must still be the one at a path inside the root.
             if not inside(local) or not os.path.samestat(opened, os.stat(os.path.realpath(local))):
                 raise PermissionError(f"{relative} leads outside the state root")
-            handle.seek(max(0, opened.st_size - max_bytes))
-            return handle.read(max_bytes)
+            size = opened.st_size
+            start = max(0, size + offset) if offset < 0 else min(offset, size)
+            handle.seek(start)
+            return handle.read(max(0, max_bytes)), start, size
 
     def move(self, source_relative: str, target_relative: str) -> None:
         """Rename within this storage. Atomic for a directory on a local filesystem."""
@@ -144,6 +169,41 @@ class StateStorage:
             os.rename(source, target)  # fails rather than merging into an existing target
         else:
             self.fs.mv(source, target, recursive=True)
+
+    def file_sizes(self, relative: str) -> dict[str, int]:
+        """Relative path (below ``relative``) -> size in bytes of every file under it; {} when absent."""
+        base = self.path(relative).rstrip("/")
+        try:
+            found = self.fs.find(base, detail=True)
+        except FileNotFoundError:
+            return {}
+        return {
+            posixpath.relpath(path, base): int(info.get("size") or 0)
+            for path, info in found.items()
+            if info.get("type", "file") != "directory"
+        }
+
+    def remove_empty_dirs(self, relative: str, levels: int) -> None:
+        """Remove ``relative`` and then up to ``levels - 1`` of its parents, each only while empty.
+
+        Through the filesystem's own API, so it works wherever directories exist (local, NFS,
+        HDFS). On an object store a "directory" is only a key prefix that vanishes with its last
+        object: listing an empty one finds nothing and the walk ends, with nothing left behind. On
+        a local filesystem ``os.rmdir`` refuses a directory that another writer just filled; on
+        other filesystems the directory is listed empty right before it is removed.
+        """
+        path = self.path(relative)
+        for _ in range(levels):
+            try:
+                if self.is_local:
+                    os.rmdir(path)
+                else:
+                    if self.fs.ls(path, detail=False):
+                        return
+                    self.fs.rmdir(path)
+            except (OSError, NotImplementedError):  # not empty, already gone, or not removable
+                return
+            path = posixpath.dirname(path)
 
     def files_under(self, relative: str) -> list[str]:
         """Relative paths (below ``relative``) of every file under it."""

@@ -37,6 +37,21 @@ PROVIDER, BASELINE = "zeta_regional_sales", "zeta_regional_sales_baseline"
 REGIONS = ("emea", "amer", "apac")
 
 
+def cluster_env(home: Path) -> dict[str, str]:
+    """The embedded cluster's settings for both DAGs of ``dags/``: local Spark, outputs under ``home``,
+    manual runs only (``benchmarks/backfill_bench.py`` starts from these too)."""
+    return {
+        "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
+        "ZETA_EXAMPLE_OUTPUT": str(home / "out" / "provider"),
+        "ZETA_BASELINE_OUTPUT": str(home / "out" / "baseline"),
+        "ZETA_EXAMPLE_SCHEDULE": "",
+        "ZETA_SWEEP_SCHEDULE": "@yearly",
+        "AIRFLOW__ZETA__CLEANUP_RETENTION": "5",
+        # the stock operator runs `spark-submit` from PATH: the one pip put beside this Python
+        "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+    }
+
+
 def starts(log: Path) -> list[dict]:
     return [e for e in chaos.entries(log) if "end" not in e]
 
@@ -51,7 +66,7 @@ def driver_seconds(log: Path, until: float) -> tuple[float, float]:
     for entry in chaos.entries(log):
         by_source.setdefault(entry["source"], []).append(entry)
     total = redone = 0.0
-    for source, items in by_source.items():
+    for items in by_source.values():
         launches = [e for e in items if "end" not in e]
         ends = {e["token"]: e["end"] for e in items if "end" in e}
         spans = []
@@ -119,22 +134,7 @@ def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="zeta-bench-"))
-    cluster = AirflowCluster(
-        ROOT / "dags",
-        db="sqlite",
-        home=home,
-        extra_env={
-            "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[1]"}),
-            "ZETA_EXAMPLE_OUTPUT": str(home / "out" / "provider"),
-            "ZETA_BASELINE_OUTPUT": str(home / "out" / "baseline"),
-            "ZETA_EXAMPLE_SCHEDULE": "",
-            "ZETA_SWEEP_SCHEDULE": "@yearly",
-            "AIRFLOW__ZETA__CLEANUP_RETENTION": "5",
-            # the stock operator runs `spark-submit` from PATH: the one pip put beside this Python
-            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        },
-        parallelism=6,
-    )
+    cluster = AirflowCluster(ROOT / "dags", db="sqlite", home=home, extra_env=cluster_env(home), parallelism=6)
     results: list[dict] = []
     try:
         cluster.start()

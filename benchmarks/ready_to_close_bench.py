@@ -10,6 +10,12 @@ Measures, per source count N:
   (parsing, verification, storage reads) without the API server's round trip, which the call
   counts let you add (one task-state call per poll; one XCom read per newly finished source).
 
+And the whole wait at N sources finishing one per poll (``--wait``, issue 14 item 10): the
+trigger (``ReadyToCloseTrigger.run``, for real) started from the reports the sensor verified before
+it deferred, counting per poll the Airflow calls and ledger reads, the bytes it logs in all, and
+what the sensor's wake costs at the end (the event carries the ready set: one task-state call to
+check nothing re-ran, one store write per source ready since the deferral).
+
 Usage: ``python benchmarks/ready_to_close_bench.py [--markdown]``
 """
 
@@ -44,7 +50,7 @@ def build(n: int, root: str):
 
 
 def measure(n: int) -> dict:
-    from airflow_provider_zeta.sensors.ready_to_close import RunObserver
+    from airflow_provider_zeta.observers import RunObserver
 
     root = tempfile.mkdtemp(prefix="zeta-bench-")
     expected, reports, states = build(n, root)
@@ -61,7 +67,7 @@ def measure(n: int) -> dict:
     report_bytes = len(json.dumps(next(iter(reports.values()))).encode())
     with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=get_task_states), \
          mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=get_one), \
-         mock.patch("airflow_provider_zeta.sensors.ready_to_close.open_state_storage", return_value=StateStorage.from_url(root)):
+         mock.patch("airflow_provider_zeta.observers.open_state_storage", return_value=StateStorage.from_url(root)):
         observer = RunObserver(DAG, RUN, expected, root)
         started = time.perf_counter()
         cold = observer.observe(0, time.time() + 3600)
@@ -84,7 +90,117 @@ def measure(n: int) -> dict:
     }
 
 
+def measure_wait(n: int, already: int) -> dict:
+    """N sources; ``already`` finished before the sensor deferred; then one more per trigger poll."""
+    import asyncio
+
+    from airflow_provider_zeta.observers import RunObserver
+    from airflow_provider_zeta.sensors.ready_to_close import MAX_VERIFIED_IN_TRIGGER
+    from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
+
+    root = tempfile.mkdtemp(prefix="zeta-bench-wait-")
+    expected, reports, _ = build(n, root)
+    tasks = list(expected.values())
+    finished = {"count": already}
+    calls = {"task_states": 0, "xcom_reads": 0, "ledger_reads": 0}
+    per_poll: list[int] = []
+    storage = StateStorage.from_url(root)
+    real_read = StateStorage.read_bytes
+
+    def read_bytes(self, relative):
+        if relative.endswith(LEDGER_FILE):
+            calls["ledger_reads"] += 1
+            per_poll[-1] += 1 if per_poll else 0
+        return real_read(self, relative)
+
+    def get_task_states(**kwargs):
+        calls["task_states"] += 1
+        per_poll.append(1)
+        states = {t: ("success" if i < finished["count"] else "running") for i, t in enumerate(tasks)}
+        finished["count"] += 1
+        return {RUN: states}
+
+    def get_one(**kwargs):
+        calls["xcom_reads"] += 1
+        per_poll[-1] += 1
+        return reports[kwargs["task_id"]]
+
+    class Lines:
+        def __init__(self):
+            self.bytes = self.lines = 0
+
+        def info(self, message, *args):
+            self.lines += 1
+            self.bytes += len(message % args)
+
+        warning = error = debug = info
+
+    log = Lines()
+
+    async def no_sleep(*_):
+        return None
+
+    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=get_task_states), \
+         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=get_one), \
+         mock.patch("airflow_provider_zeta.observers.open_state_storage", return_value=storage), \
+         mock.patch.object(StateStorage, "read_bytes", read_bytes), \
+         mock.patch.object(ReadyToCloseTrigger, "log", new_callable=mock.PropertyMock, return_value=log), \
+         mock.patch("asyncio.sleep", no_sleep):
+        # The sensor's first evaluation on a worker (what it hands to the trigger)...
+        observer = RunObserver(DAG, RUN, expected, root)
+        first = observer.observe(0, time.time() + 3600)
+        first_calls = dict(calls)
+        first_calls["store_writes"] = len(first.ready)  # _record_progress: one write per ready source, no read
+        calls.update(task_states=0, xcom_reads=0, ledger_reads=0)
+        per_poll.clear()
+        trigger = ReadyToCloseTrigger(
+            dag_id=DAG, run_id=RUN, sources=expected, incarnation=0, deadline=time.time() + 3600,
+            poll_interval=1, state_root=root, verified=observer.verified_reports(limit=MAX_VERIFIED_IN_TRIGGER),
+            recorded=sorted(first.ready),
+        )
+
+        async def wait():
+            return [event async for event in trigger.run()]
+
+        started = time.perf_counter()
+        events = asyncio.run(wait())
+        wait_s = time.perf_counter() - started
+    assert len(events) == 1 and events[0].payload["verdict"] == "all_ready"
+    assert len(events[0].payload["ready_set"]["sources"]) == n
+    return {
+        "n": n,
+        "already": already,
+        "first": first_calls,
+        "polls": calls["task_states"],
+        "trigger_calls": dict(calls),
+        "max_per_poll": max(per_poll),
+        "log_lines": log.lines,
+        "log_bytes": log.bytes,
+        "kwargs_bytes": len(json.dumps(trigger.serialize()[1]).encode()),
+        "wait_s": wait_s,
+        "wake_writes": len(events[0].payload["ready_since_deferral"]),
+        "event_bytes": len(json.dumps(events[0].payload).encode()),
+    }
+
+
+def print_wait(rows: list[dict]) -> None:
+    print("\n### The whole wait: sources finishing one per trigger poll\n")
+    print("| sources | finished before deferral | sensor's first evaluation (states / XCom / ledger / store writes) | trigger polls | trigger calls in all (states / XCom / ledger) | most calls in one poll | log lines / bytes in all | trigger kwargs bytes | sensor wake at the end (states / XCom / ledger / store writes) | event bytes | wall time |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f, t = r["first"], r["trigger_calls"]
+        print(
+            f"| {r['n']} | {r['already']} | {f['task_states']} / {f['xcom_reads']} / {f['ledger_reads']} / {f['store_writes']} | "
+            f"{r['polls']} | {t['task_states']} / {t['xcom_reads']} / {t['ledger_reads']} | {r['max_per_poll']} | "
+            f"{r['log_lines']} / {r['log_bytes']} | {r['kwargs_bytes']} | 1 / 0 / 0 / {r['wake_writes']} | {r['event_bytes']} | {r['wait_s']:.2f} s |"
+        )
+
+
 def main() -> int:
+    if "--wait" in sys.argv:
+        print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
+        print_wait([measure_wait(n, already) for n, already in ((100, 0), (1000, 0), (1000, 150), (1000, 900))])
+        return 0
     rows = [measure(n) for n in (10, 100, 1000)]
     print(f"machine: {platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}")
     print("| sources | writes per report | bytes per report | cold evaluation | calls (states / XCom reads / ledger reads) | warm evaluation | calls | ready set bytes |")

@@ -9,6 +9,9 @@ The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regio
 schedule is ``@daily`` unless ``$ZETA_EXAMPLE_SCHEDULE`` says otherwise (empty: manual runs only,
 as ``make demo`` uses it). ``$ZETA_EXAMPLE_END_DATE`` (``YYYY-MM-DD``) ends the schedule: the chaos
 soak backfills past dates without the scheduler adding a run for today beside them.
+``$ZETA_EXAMPLE_MAX_ACTIVE_RUNS`` (default 3; the baseline DAG reads it too) and
+``$ZETA_EXAMPLE_CLEANUP_DELAY`` (seconds; default ``[zeta] cleanup_retention``) are for the backfill
+benchmark (``benchmarks/backfill_bench.py``).
 The run needs a logical date (it is the partition key): scheduled runs have one; trigger manual
 runs with one. A run without a logical date fails at once with a message saying so.
 """
@@ -16,7 +19,7 @@ runs with one. A run without a logical date fails at once with a message saying 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -37,7 +40,7 @@ with DAG(
     if os.environ.get("ZETA_EXAMPLE_END_DATE")
     else None,
     catchup=False,
-    max_active_runs=3,
+    max_active_runs=int(os.environ.get("ZETA_EXAMPLE_MAX_ACTIVE_RUNS") or 3),
     tags=["zeta", "example"],
     params={"work_seconds": 0},
 ):
@@ -45,12 +48,13 @@ with DAG(
         "regional_sales",
         sources={region: JOB for region in REGIONS},
         output=OUTPUT,
+        cleanup_delay=float(os.environ["ZETA_EXAMPLE_CLEANUP_DELAY"]) if os.environ.get("ZETA_EXAMPLE_CLEANUP_DELAY") else None,
         conn_id="spark_default",
         job_params={
             "launch_log": "{{ dag_run.conf.get('launch_log', '') }}",
             "work_seconds": "{{ dag_run.conf.get('work_seconds', params.work_seconds) }}",
         },
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m"},
-        deploy_kwargs={"retries": 3, "retry_delay": 5},
-        ready_timeout=3600,
+        deploy_kwargs={"retries": 3, "retry_delay": timedelta(seconds=5)},
+        ready_timeout=timedelta(hours=1),  # any duration: a timedelta or seconds
     )

@@ -6,7 +6,8 @@ straight into ``{output}/ds={ds}/source={region}``. No provider code is involved
 provider's figures are compared against under the same kills. Output root:
 ``$ZETA_BASELINE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales_baseline``; manual runs
 only unless ``$ZETA_BASELINE_SCHEDULE`` sets a schedule (the chaos soak backfills it daily);
-``$ZETA_EXAMPLE_END_DATE`` (``YYYY-MM-DD``) ends it.
+``$ZETA_EXAMPLE_END_DATE`` (``YYYY-MM-DD``) ends it, and ``$ZETA_EXAMPLE_MAX_ACTIVE_RUNS`` (default 3)
+sets ``max_active_runs`` as for the provider's DAG.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ with DAG(
     if os.environ.get("ZETA_EXAMPLE_END_DATE")
     else None,
     catchup=False,
-    max_active_runs=3,
+    max_active_runs=int(os.environ.get("ZETA_EXAMPLE_MAX_ACTIVE_RUNS") or 3),
     tags=["zeta", "example", "baseline"],
 ):
     for region in REGIONS:

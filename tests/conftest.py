@@ -3,7 +3,10 @@
 ``airflow_cluster`` is a factory: ``airflow_cluster(dags_folder, db_kind)`` starts a cluster that
 is stopped (every process by PID, database dropped) when the test ends. When the test fails, the
 tails of every component log and task log are printed into the report and the cluster's home is
-kept under ``test-artifacts/`` for a closer look.
+kept under ``test-artifacts/`` for a closer look; a failing test on the session's shared
+fake-driver cluster gets a copy of that cluster's home (logs so far) at once, under its own name.
+A seeded test takes its seed from the ``chaos_seed`` fixture: a failure report names the seed (a
+"seed" section, ``test-artifacts/<test>/SEED``, a ``seed`` property in ``test-artifacts/junit.xml``).
 
 PostgreSQL-backed tests skip when no server answers at 127.0.0.1:5432 — except under ``CI=true``,
 where they fail instead: CI must never pass by skipping them.
@@ -11,7 +14,9 @@ where they fail instead: CI must never pass by skipping them.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import re
 import shutil
 import time
@@ -72,7 +77,42 @@ def pytest_collection_modifyitems(config, items):
 def pytest_runtest_makereport(item, call):
     report = yield
     setattr(item, f"zeta_report_{report.when}", report)
+    seed = getattr(item, "zeta_seed", None)
+    if report.failed and seed is not None:
+        replay = f"seed {seed}: replay with ZETA_CHAOS_SEED={seed} pytest '{item.nodeid}'"
+        report.sections.append(("seed", replay))
+        kept = artifact_dir(item.nodeid)
+        kept.mkdir(parents=True, exist_ok=True)
+        (kept / "SEED").write_text(replay + "\n")
     return report
+
+
+def artifact_dir(nodeid: str) -> Path:
+    """Where a failed test's kept files go: ``test-artifacts/<node id as a file name>``."""
+    return ARTIFACTS / re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)
+
+
+@pytest.fixture
+def chaos_seed(request, record_property) -> int:
+    """The seed of a randomized test: ``$ZETA_CHAOS_SEED`` (a replay) or a fresh one. Printed, kept
+    in the JUnit report, and named in the failure report (``pytest_runtest_makereport``)."""
+    seed = int(os.environ.get("ZETA_CHAOS_SEED") or random.SystemRandom().randrange(1, 10**6))
+    request.node.zeta_seed = seed
+    record_property("seed", seed)
+    print(f"\nchaos seed {seed} (replay: ZETA_CHAOS_SEED={seed})")
+    return seed
+
+
+def _failure_summary(item) -> str:
+    """The failed phase's assertion or error, to print beside the cluster logs: CI shows only a
+    window of a failed test's output, which is mostly those logs."""
+    for when in ("setup", "call"):
+        report = getattr(item, f"zeta_report_{when}", None)
+        if report is not None and report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            text = crash.message if crash is not None else str(report.longrepr)
+            return f"{item.nodeid} failed in {when}: {text[-4000:]}"
+    return f"{item.nodeid}: no failure recorded"
 
 
 def _test_failed(item) -> bool:
@@ -95,12 +135,12 @@ def spark_env(fake: bool) -> dict[str, str]:
     return {"PATH": path, "AIRFLOW_CONN_SPARK_DEFAULT": LOCAL_SPARK_CONN}
 
 
-def _finish(cluster: AirflowCluster, failed: bool, nodeid: str) -> None:
+def _finish(cluster: AirflowCluster, failed: bool, nodeid: str, summary: str = "") -> None:
     if failed:
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid)
-        print(f"\n----- Airflow logs for failed test {nodeid} -----")
+        print(f"\n----- {summary or nodeid}\n----- Airflow logs for failed test {nodeid} -----")
         cluster.print_logs(tail_lines=60, file=None)
-        kept = ARTIFACTS / name / cluster.home.name
+        print(f"----- end of the logs; the failure again: {summary or nodeid}")
+        kept = artifact_dir(nodeid) / cluster.home.name
         kept.parent.mkdir(parents=True, exist_ok=True)
         try:
             cluster.stop_processes()
@@ -133,7 +173,7 @@ def airflow_cluster(request):
 
     yield start
     for cluster in clusters:
-        _finish(cluster, _test_failed(request.node), request.node.nodeid)
+        _finish(cluster, _test_failed(request.node), request.node.nodeid, _failure_summary(request.node))
 
 
 @pytest.fixture(scope="session", params=DB_KINDS)
@@ -162,6 +202,17 @@ def shared_cluster_left_whole(request):
     if "fake_driver_cluster" not in request.fixturenames:
         return
     cluster = request.getfixturevalue("fake_driver_cluster")
+    if _test_failed(request.node):
+        # The shared cluster lives on (and is only kept at session end, if the session ends
+        # normally): keep its logs as of this failure, under this test's name, now.
+        summary = _failure_summary(request.node)
+        print(f"\n----- {summary}\n----- Airflow logs of the shared cluster for that failed test -----")
+        cluster.print_logs(tail_lines=60, file=None)
+        print(f"----- end of the logs of the shared cluster; the failure again: {summary}")
+        kept = artifact_dir(request.node.nodeid) / cluster.home.name
+        with contextlib.suppress(OSError, shutil.Error):  # files may change or vanish while copied
+            shutil.copytree(cluster.home, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db", "*.db-*"))
+        print(f"shared cluster home (as of this failure) kept at {kept}")
     dead = [name for name, component in cluster.components.items() if not component.alive()]
     for name in dead:
         cluster.start_component(name)

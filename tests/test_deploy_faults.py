@@ -7,6 +7,10 @@ they run on SQLite only; the failure windows, kills and ledger faults run on bot
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -15,6 +19,7 @@ import pytest
 from tests.test_deploy_windows import (
     DAG_ID,
     _ledger_json,
+    _process_alive,
     launches,
     ledger_path,
     start_held_run,
@@ -53,3 +58,52 @@ def test_marking_the_deferred_task_failed_stops_its_driver(fake_driver_cluster, 
     assert _ledger_json(cluster, run_id, token)["status"] == "cancelled"
     assert (ledger_path(cluster, run_id, token).parent / "cancel").exists()
     assert len(launches(log)) == 1
+
+
+def test_marking_a_task_that_waits_in_its_worker_failed_stops_its_driver(fake_driver_cluster, tmp_path):
+    """Issue 13, item 4 with ``deferrable=False``: no trigger runs, so no trigger's on_kill either;
+    before the fix the task's own on_kill left the driver running after the user marked the task
+    failed (until a sweep after the run). The oracle is the process table and the job's own
+    launch log: the driver, which waits for a release file the test never writes, must be gone."""
+    cluster = fake_driver_cluster
+    dag_id = "deploy_counting_in_worker"
+    cluster.wait_for_dag(dag_id)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(dag_id, conf={"launch_log": str(log), "release_file": str(release)})
+    driver_pid = cluster.wait_for(lambda: launches(log), 120, "the job started")[0]["pid"]
+    assert cluster.task_instance(dag_id, run_id, "job")["state"] == "running"  # waits in its worker
+    time.sleep(3)  # past the launch: the task waits in the trigger's loop now
+
+    cluster.api("PATCH", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/job", {"new_state": "failed"})
+    cluster.wait_for(lambda: not _process_alive(driver_pid), 90, "the driver stopped")
+    run = cluster.wait_for_run(dag_id, run_id, states={"failed"}, timeout=120)
+    assert run["state"] == "failed"
+    assert len(launches(log)) == 1 and not release.exists()
+    folder = cluster.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=job"
+    text = "\n".join(p.read_text(errors="replace") for p in folder.glob("attempt=*.log"))
+    assert "task ended by a user action" in text, text[-3000:]
+
+
+def test_a_state_root_the_observer_cannot_see_fails_naming_it_and_launches_nothing(fake_driver_cluster, tmp_path):
+    """Issue 13, item 1 on one host: the deferred task's observer finds neither the ledger nor the
+    intent file the launching try wrote (what a triggerer or worker on another host sees when
+    ``[zeta] state_root`` is not shared). Before the fix this read as "never started": the token
+    was fenced and a second driver launched. Now: a clear error naming the option, no second launch."""
+    cluster = fake_driver_cluster
+    held = start_held_run(cluster, tmp_path)
+    os.kill(held.driver_pid, signal.SIGSTOP)  # the driver elsewhere: it cannot rewrite what we hide
+    try:
+        attempt = held.ledger.parent
+        (attempt / "intent.json").unlink()
+        held.ledger.unlink()
+        run = cluster.wait_for_run(DAG_ID, held.run_id, states={"failed"}, timeout=180)
+        assert run["state"] == "failed"
+        text = task_log(cluster, held.run_id, 1)
+        assert "zeta.deploy.state_root_not_shared" in text and "[zeta] state_root" in text, text[-3000:]
+        assert len(launches(held.log)) == 1
+        assert cluster.task_instance(DAG_ID, held.run_id, "job")["try_number"] <= 2  # no retry of ours (see the corrupt-ledger test)
+    finally:
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(held.driver_pid, sig)
+    assert not _process_alive(held.driver_pid)

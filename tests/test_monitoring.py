@@ -10,6 +10,12 @@ allow-lists (``airflow_provider_zeta.testing.auth``): ``alice`` may read ``monit
   extra link, by the admin, an unrestricted viewer, a DAG-scoped user and an anonymous client;
   then in real headless Chromium through the Airflow UI's login and navigation (screenshots under
   ``test-artifacts/``). No secret appears anywhere.
+* A job that prints credentials in every leaking form of issue 15 and a connection's bare
+  password: its output reaches the deploy task's log while the task is deferred (streamed by the
+  trigger), masked by Airflow's masker and the provider's patterns; a user who may read runs but
+  not task logs, expired and forged ``_token`` cookies, a job-written ledger with markup, secrets
+  and foreign Spark UI hosts: every endpoint and page escapes, masks, refuses or redirects only to
+  the launcher's host, an allow-listed host or the history server.
 * A real Structured Streaming query (real PySpark): healthy for longer than threshold + one poll
   without being caught, then stalled and caught within threshold + one poll.
 """
@@ -32,9 +38,11 @@ from airflow_provider_zeta.testing.cluster import AirflowCluster
 from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
 
 DAGS = PROJECT_ROOT / "tests" / "dags_monitor"
-PIPELINE, OTHER, STREAMING = "monitor_pipeline", "monitor_other", "monitor_streaming"
+PIPELINE, OTHER, STREAMING, SECRETS = "monitor_pipeline", "monitor_other", "monitor_streaming", "monitor_secrets"
 SECRET = "hunter2-zeta-secret"
-PASSWORDS = {"alice": "alice-pw-1", "carol": "carol-pw-1"}
+PASSWORDS = {"alice": "alice-pw-1", "carol": "carol-pw-1", "dave": "dave-pw-1"}
+HISTORY_SERVER = "http://history.example:18080"
+ALLOWED_UI_HOST = "allowed.example"
 CHROMIUM = os.environ.get("ZETA_CHROMIUM", "/usr/bin/chromium")
 
 
@@ -43,8 +51,12 @@ def cluster(request):
     env = {
         **spark_env(fake=True),
         "AIRFLOW__CORE__AUTH_MANAGER": "airflow_provider_zeta.testing.auth.DagScopedSimpleAuthManager",
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,alice:viewer,carol:viewer",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,alice:viewer,carol:viewer,dave:viewer",
         "ZETA_TEST_DAG_SCOPES": json.dumps({"alice": [OTHER]}),
+        # dave may read DAGs and their runs, but no task logs (granted separately, as FAB does).
+        "ZETA_TEST_DAG_ENTITIES": json.dumps({"dave": ["RUN"]}),
+        "AIRFLOW__ZETA__SPARK_HISTORY_SERVER_URL": HISTORY_SERVER,
+        "AIRFLOW__ZETA__SPARK_UI_ALLOWED_HOSTS": ALLOWED_UI_HOST,
         # A connection with a password. The pipeline's jobs print it into their driver logs
         # (tests/jobs/counting_job.py, leak_connection_env): it must never show up in a page, an
         # endpoint or a ledger.
@@ -134,6 +146,32 @@ def task_log_text(cluster: AirflowCluster, dag_id: str, run_id: str, task_id: st
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*")) if p.is_file())
 
 
+def task_log_api(cluster: AirflowCluster, token: str, dag_id: str, run_id: str, task_id: str) -> str:
+    """The task's log of every try as Airflow's REST API serves it (what the Logs tab shows): the
+    lines' text, then the raw JSON (so a secret in any field of a structured line is seen too)."""
+    tries = int(cluster.task_instance(dag_id, run_id, task_id)["try_number"] or 1)
+    texts = []
+    for try_number in range(1, tries + 1):
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}/logs/{try_number}"
+        data = get_json(cluster, path, token, full_content="true")
+        content = data.get("content") or []
+        texts.append("\n".join(str(e.get("event", "")) if isinstance(e, dict) else str(e) for e in content))
+        texts.append(json.dumps(content, ensure_ascii=False))
+    return "\n".join(texts)
+
+
+def cookie_get(cluster: AirflowCluster, path: str, cookie: str, **params) -> tuple[int, str, dict]:
+    """GET with the UI's session cookie ``_token`` instead of a bearer token."""
+    url = cluster.api_url + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    opener = urllib.request.build_opener(_NoRedirect)
+    request = urllib.request.Request(url, headers={"Cookie": f"_token={cookie}"})
+    try:
+        with opener.open(request, timeout=60) as response:
+            return response.status, response.read().decode(errors="replace"), dict(response.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace"), dict(error.headers)
+
+
 # ---------------------------------------------------------------------------- the pipeline run
 
 
@@ -219,8 +257,10 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
     links = cluster.api("GET", f"/dags/{PIPELINE}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/sales.deploy_alpha/links")
     link = links["extra_links"]["Spark driver"]
     assert link.startswith(cluster.api_url + "/zeta/driver?"), links
-    status, text, _ = get(cluster, link.removeprefix(cluster.api_url), admin)
-    assert status == 200 and "succeeded" in text and "(no Spark UI)" in text
+    status, text, headers = get(cluster, link.removeprefix(cluster.api_url), admin)
+    # No Spark UI, no application id (fake driver): the task's log, where its output was streamed.
+    assert status == 307, (status, text[:500])
+    assert headers["location"] == f"/dags/{PIPELINE}/runs/{urllib.parse.quote(run_id, safe='')}/tasks/sales.deploy_alpha"
 
     # Browser: the page inside the Airflow UI, logged in through Airflow's own login page.
     browse(cluster, run_id)
@@ -254,16 +294,14 @@ def test_plugin_shows_pipeline_runs_to_authorized_users_only(cluster, tmp_path):
         if f"/{PIPELINE}/" in str(path)
     }
     assert driver_logs and all(SECRET in log for log in driver_logs.values()), sorted(map(str, driver_logs))
-    served_logs = []
-    for source in ("alpha", "beta", "gamma"):
-        status, served, _ = get(cluster, "/zeta/driver", admin, **{**driver_params, "task_id": f"sales.deploy_{source}"})
-        assert status == 200 and "--password ***" in served and "Authorization: Basic ***" in served, served[-2000:]
-        served_logs.append(served)
+    served_logs = [
+        task_log_api(cluster, admin, PIPELINE, run_id, f"sales.deploy_{source}") for source in ("alpha", "beta", "gamma")
+    ]
+    assert all("[driver] [job] connecting with --password ***" in served for served in served_logs), served_logs[0][-3000:]
     shown = [json.dumps(all_runs(cluster, admin)), page, run_page, retained_page, text, get(cluster, "/zeta/ui", admin)[1]]
     shown += served_logs
     shown += [json.dumps(get_json(cluster, "/zeta/api/run", admin, dag_id=PIPELINE, run_id=run_id))]
     shown += [p.read_text(errors="replace") for p in (cluster.home / "zeta-state").rglob(LEDGER_FILE)]
-    assert "--password ***" in text  # alpha's log, served redacted once its driver ended
     for secret in (SECRET, cluster._password, *PASSWORDS.values(), admin):
         assert not any(secret in item for item in shown), secret
 
@@ -321,9 +359,9 @@ def test_freshness_sensor_catches_a_stalled_real_streaming_query(cluster, tmp_pa
         ledger = cluster.wait_for(streaming_checkpoints, 240, "streaming progress recorded as checkpoints")
         cluster.wait_for_task(STREAMING, run_id, "freshness", {"deferred"}, timeout=120)
 
-        # The driver link redirects to the running driver's Spark UI.
+        # The driver link prefers the Spark History Server ([zeta] spark_history_server_url is set).
         status, _, headers = get(cluster, "/zeta/driver", cluster.token(), dag_id=STREAMING, run_id=run_id, task_id="stream")
-        assert status == 307 and headers["location"].startswith("http") and ledger["spark_ui_url"] == headers["location"]
+        assert status == 307 and headers["location"] == f"{HISTORY_SERVER}/history/{ledger['spark_app_id']}/", headers
 
         # Healthy for longer than threshold + one poll: not caught.
         healthy_until = time.time() + THRESHOLD + POLL + 5
@@ -353,3 +391,137 @@ def test_freshness_sensor_catches_a_stalled_real_streaming_query(cluster, tmp_pa
     finally:
         stop.touch()
     cluster.wait_for_task(STREAMING, run_id, "stream", {"success"}, timeout=180)
+
+
+# ---------------------------------------------------------------------------- driver output, masking, hardening
+
+
+def test_driver_output_reaches_the_task_log_masked_and_the_plugin_leaks_nothing(cluster, tmp_path):
+    import socket
+
+    import jwt
+
+    from airflow_provider_zeta.core.paths import attempt_dir
+    from tests.unit.test_redaction import FORMS
+
+    cluster.wait_for_dag(SECRETS)
+    lines_file, release = tmp_path / "lines.json", tmp_path / "release"
+    lines_file.write_text(json.dumps([text for _, text, _, _ in FORMS]))
+    run_id = cluster.trigger_run(SECRETS, "2026-03-05T00:00:00Z", conf={"lines_file": str(lines_file), "release_file": str(release)})
+    admin = cluster.token()
+    form_secrets = [secret for _, _, secrets, _ in FORMS for secret in secrets]
+
+    # While the task waits deferred, the trigger streams the driver's output into the task's log.
+    def streamed_log():
+        found = [t for t in cluster.task_instances(SECRETS, run_id) if t["task_id"] == "leaky"]
+        if not found or found[0]["state"] != "deferred":
+            return None  # not created or not deferred yet (its log may not exist)
+        log = task_log_api(cluster, admin, SECRETS, run_id, "leaky")
+        return "leaky job: printed everything" in log and log
+
+    streamed = cluster.wait_for(streamed_log, 180, "the driver's output in the deferred task's log")
+    assert cluster.task_instance(SECRETS, run_id, "leaky")["state"] == "deferred"
+    release.touch()
+    cluster.wait_for_task(SECRETS, run_id, "leaky", {"success"}, timeout=180)
+    served = task_log_api(cluster, admin, SECRETS, run_id, "leaky")
+    stored = task_log_text(cluster, SECRETS, run_id, "leaky")  # the log files Airflow wrote
+    (driver_log,) = [p.read_text() for p in (cluster.home / "zeta-state").rglob("driver.log") if f"/{SECRETS}/" in str(p)]
+    # The oracle: the job did print every secret, the bare password included, into its raw output.
+    assert SECRET in driver_log and all(secret in driver_log for secret in form_secrets)
+    assert "[driver] leaky job: done" in served and "[driver] leaky job: done" in stored  # drained at the end
+    for text in (streamed, served, stored):
+        assert "[driver] leaky job: start" in text
+        assert "[driver] mysql -u root -p *** -h db" in text  # a form line, masked, its context kept
+        # The bare password: no pattern can know it; Airflow's masker replaced it by value.
+        assert "leaky job: the next line is a bare connection password" in text and "[driver] ***" in text
+        for secret in (SECRET, *form_secrets):
+            assert secret not in text, secret
+
+    # A job-written ledger (the job can write its attempt directory): markup, every leaking form in
+    # its error, a foreign Spark UI host. Nothing of it may reach a page unescaped or unmasked.
+    state = cluster.home / "zeta-state"
+    (real_ledger,) = [json.loads(p.read_text()) for p in state.rglob(LEDGER_FILE) if f"/{SECRETS}/" in str(p)]
+    now = time.time()
+    forged_token = 'tok<b>"x'
+    forged_dir = state / attempt_dir(SECRETS, run_id, "leaky", -1, "placeholder")
+    forged_dir = forged_dir.parent / forged_token
+    forged_dir.mkdir(parents=True)
+    forged = {
+        **real_ledger,
+        "token": forged_token,
+        "status": "running",
+        "started_at": now,
+        "heartbeat_at": now,
+        "ended_at": None,
+        "source": "<img src=x onerror=alert(1)>",
+        "error": "<script>alert(1)</script>\n" + "\n".join(text for _, text, _, _ in FORMS),
+        "spark_ui_url": "http://evil.example:4040/",
+        "spark_app_id": None,
+    }
+    (forged_dir / LEDGER_FILE).write_text(json.dumps(forged))
+    detail = get(cluster, "/zeta/api/run", admin, dag_id=SECRETS, run_id=run_id)[1]
+    listing = json.dumps(all_runs(cluster, admin, dag_id=SECRETS))
+    status, run_page, _ = get(cluster, "/zeta/ui", admin, dag_id=SECRETS, run_id=run_id)
+    assert status == 200 and "cannot be shown" not in run_page
+    assert "<img src=x" not in run_page and "<script>alert(1)" not in run_page and "tok<b>" not in run_page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in run_page and "&lt;script&gt;alert(1)&lt;/script&gt;" in run_page
+    assert "tok&lt;b&gt;&quot;x" in run_page
+    assert run_page.count("<script>") == 1  # only the page's own refresher
+    for shown in (detail, listing, run_page):
+        for secret in form_secrets:
+            assert secret not in shown, secret
+
+    # Redirects: a foreign host -> the task's log; an allow-listed host -> there; an application id
+    # with the history server configured -> the history server.
+    task_log_location = f"/dags/{SECRETS}/runs/{urllib.parse.quote(run_id, safe='')}/tasks/leaky"
+    params = {"dag_id": SECRETS, "run_id": run_id, "task_id": "leaky"}
+
+    def driver_redirect(**changes) -> str:
+        (forged_dir / LEDGER_FILE).write_text(json.dumps({**forged, **changes}))
+        status, body, headers = get(cluster, "/zeta/driver", admin, **params)
+        assert status == 307, (status, body[:500])
+        return headers["location"]
+
+    assert driver_redirect() == task_log_location
+    assert driver_redirect(spark_ui_url="http://evil.example@allowed.example:4040/") == task_log_location
+    assert driver_redirect(spark_ui_url=f"http://{ALLOWED_UI_HOST}:4040/") == f"http://{ALLOWED_UI_HOST}:4040/"
+    assert driver_redirect(spark_app_id="app-20260305-0001") == f"{HISTORY_SERVER}/history/app-20260305-0001/"
+    # The launcher's host (recorded in the task's state store) is accepted only for its own attempt.
+    launcher = f"http://{socket.gethostname()}:4040/"
+    assert driver_redirect(spark_ui_url=launcher) == task_log_location  # forged token: no record
+    import shutil
+
+    shutil.rmtree(forged_dir)
+    (real_dir,) = [p.parent for p in state.rglob(LEDGER_FILE) if f"/{SECRETS}/" in str(p)]
+    (real_dir / LEDGER_FILE).write_text(
+        json.dumps({**real_ledger, "status": "running", "ended_at": None, "heartbeat_at": now, "spark_ui_url": launcher, "spark_app_id": None})
+    )
+    status, _, headers = get(cluster, "/zeta/driver", admin, **params)
+    assert (status, headers.get("location")) == (307, launcher)
+    (real_dir / LEDGER_FILE).write_text(json.dumps(real_ledger))
+
+    # dave may read runs but not task logs: the run without driver details, no driver link, no log.
+    dave = login(cluster, "dave")
+    seen = find_run(all_runs(cluster, dave, dag_id=SECRETS), SECRETS, run_id)
+    assert seen, "dave may read the DAG's runs"
+    (source,) = seen[1]["pipelines"][0]["sources"]
+    assert source["driver_link"] is None and source["error"] is None and source["spark_ui_url"] is None
+    assert get(cluster, "/zeta/api/run", dave, dag_id=SECRETS, run_id=run_id)[0] == 200
+    assert get(cluster, "/zeta/driver", dave, **params)[0] == 403
+    log_path = f"/api/v2/dags/{SECRETS}/dagRuns/{urllib.parse.quote(run_id, safe='')}/taskInstances/leaky/logs/1"
+    assert get(cluster, log_path, dave)[0] == 403
+    status, dave_page, _ = get(cluster, "/zeta/ui", dave, dag_id=SECRETS, run_id=run_id)
+    assert status == 200 and run_id in dave_page and 'href="driver?' not in dave_page
+
+    # Cookies: the UI's ``_token`` works when valid, and an expired or forged one is refused.
+    assert cookie_get(cluster, "/zeta/api/runs", admin)[0] == 200
+    claims = jwt.decode(admin, options={"verify_signature": False})
+    algorithm = jwt.get_unverified_header(admin)["alg"]
+    secret_key = cluster.env()["AIRFLOW__API_AUTH__JWT_SECRET"]
+    expired = jwt.encode({**claims, "iat": int(now) - 7200, "nbf": int(now) - 7200, "exp": int(now) - 3600}, secret_key, algorithm=algorithm)
+    wrong_key = jwt.encode({**claims, "exp": int(now) + 3600}, "not-the-" + secret_key, algorithm=algorithm)
+    unsigned = jwt.encode({**claims, "exp": int(now) + 3600}, None, algorithm="none")
+    for name, cookie in (("expired", expired), ("wrong key", wrong_key), ("alg none", unsigned)):
+        for path, query in (("/zeta/api/runs", {}), ("/zeta/ui", {}), ("/zeta/api/run", {"dag_id": SECRETS, "run_id": run_id}), ("/zeta/driver", params)):
+            status, body, _ = cookie_get(cluster, path, cookie, **query)
+            assert status in (401, 403) and run_id not in body, (name, path, status, body[:300])

@@ -1,7 +1,11 @@
 """A reader polling the output table never sees a partial partition (G3), on the local filesystem.
 
 Runs the completed point's file work (``publish_partition``) with many sources while reader
-threads list and read ``{output}/ds=.../`` as fast as they can.
+threads list and read the table as fast as they can, the way ``spark.read.parquet(output)`` finds
+it: list the table root, keep the ``ds=`` directories (names starting with ``_`` or ``.`` —
+``_zeta_pending``, ``_zeta_tombstones`` — are skipped, as Spark's partition discovery skips them),
+list each one's ``source=`` directories and read every data file in them. A test fails if no
+reader ever saw the partition present: "never partial" must not pass by never looking.
 
 * First publish: every look sees no partition, or every source and the commit marker, all files
   of one attempt.
@@ -16,9 +20,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+
+import pytest
 
 from airflow_provider_zeta.core.paths import run_tombstones_dir
-from airflow_provider_zeta.core.publish import COMMIT_MARKER, marker_for, partition_dir
+from airflow_provider_zeta.core.publish import COMMIT_MARKER, Owner, marker_for, partition_dir
 from airflow_provider_zeta.core.ready import Report
 from airflow_provider_zeta.operators.completed_point import publish_partition
 from airflow_provider_zeta.storage import StateStorage
@@ -26,15 +33,16 @@ from airflow_provider_zeta.storage import StateStorage
 SOURCES = [f"s{i:02d}" for i in range(40)]
 DS = "2026-05-05"
 RUN_KEY = ("atomic_dag", "scheduled__2026-05-05T00:00:00+00:00")
+OWNER = Owner(RUN_KEY[0], "pipe", RUN_KEY[1])
 
 
-def stage(state: StateStorage, token: str) -> dict[str, str]:
+def stage(state: StateStorage, token: str) -> dict[str, tuple[str, dict[str, int]]]:
     staging = {}
     for name in SOURCES:
         relative = f"attempts/{token}/{name}/output"
         for part in range(3):
             state.write_atomic(f"{relative}/part-{part}.json", json.dumps({"source": name, "token": token}).encode() * 50)
-        staging[name] = relative
+        staging[name] = (relative, state.file_sizes(relative))
     return staging
 
 
@@ -42,16 +50,29 @@ def reports(token: str) -> dict[str, Report]:
     return {n: Report(source=n, task_id=f"deploy_{n}", incarnation=0, token=token, output_path="x", rows=3) for n in SOURCES}
 
 
+def discover(root: str) -> dict[str, str]:
+    """Partition discovery as Spark does it: ``ds=`` directories of the table root, hidden names skipped."""
+    return {
+        entry.name: entry.path
+        for entry in os.scandir(root)
+        if entry.is_dir() and not entry.name.startswith(("_", ".")) and entry.name.startswith("ds=")
+    }
+
+
 def watch(root: str, stop: threading.Event, seen: list[str], errors: list[str], through_marker: bool) -> None:
-    part = os.path.join(root, partition_dir(DS))
     while not stop.is_set():
+        partitions = discover(root)
+        part = partitions.get(partition_dir(DS))
+        if part is None:
+            seen.append("absent")
+            continue
         try:
             names = set(os.listdir(part))
         except FileNotFoundError:
-            seen.append("absent")
+            seen.append("absent")  # swapped between the root listing and this one
             continue
         sources = {n for n in names if n.startswith("source=")}
-        if sources and len(sources) != len(SOURCES):
+        if len(sources) != len(SOURCES):
             errors.append(f"partial partition: {len(sources)} of {len(SOURCES)} sources")
             continue
         if COMMIT_MARKER not in names:
@@ -64,13 +85,13 @@ def watch(root: str, stop: threading.Event, seen: list[str], errors: list[str], 
                 with open(os.path.join(part, COMMIT_MARKER)) as handle:
                     wanted = json.load(handle)["tokens"]
             for source in sources:
-                files = os.listdir(os.path.join(part, source))
+                files = [n for n in os.listdir(os.path.join(part, source)) if not n.startswith(("_", "."))]
                 if wanted is not None:
                     files = [n for n in files if n.startswith(wanted[source.removeprefix("source=")] + "-")]
                     if not files:  # the marker's commit was swapped out meanwhile: retry, as for a missing file
                         raise FileNotFoundError(source)
-                    if len(files) != 3:
-                        errors.append(f"{source}: {len(files)} of 3 files of the marker's token")
+                if len(files) != 3:
+                    errors.append(f"{source}: {len(files)} data files, expected 3 of one attempt")
                 for name in files:  # read every file by the path the listing gave
                     with open(os.path.join(part, source, name)) as handle:
                         tokens.add(json.loads(handle.read(200).split("}")[0] + "}")["token"])
@@ -81,18 +102,27 @@ def watch(root: str, stop: threading.Event, seen: list[str], errors: list[str], 
         seen.append(f"complete:{tokens.pop()}")
 
 
-def run_with_readers(target, root: str, through_marker: bool = False) -> list[str]:
-    stop, seen, errors = threading.Event(), [], []
-    readers = [threading.Thread(target=watch, args=(root, stop, seen, errors, through_marker)) for _ in range(2)]
+def run_with_readers(target, root: str, through_marker: bool = False, expect: str | None = None) -> list[str]:
+    """Readers look during ``target`` and afterwards until each saw ``expect`` complete (at most 10 s)."""
+    stop, errors = threading.Event(), []
+    seen_by = [[] for _ in range(2)]
+    readers = [threading.Thread(target=watch, args=(root, stop, seen, errors, through_marker)) for seen in seen_by]
     for reader in readers:
         reader.start()
     try:
         target()
+        deadline = time.monotonic() + 10
+        while expect and time.monotonic() < deadline and not all(f"complete:{expect}" in seen for seen in seen_by):
+            time.sleep(0.01)
     finally:
         stop.set()
         for reader in readers:
             reader.join()
     assert not errors, errors[:5]
+    seen = [look for looks in seen_by for look in looks]
+    assert expect is None or all(f"complete:{expect}" in looks for looks in seen_by), (
+        f"a reader never saw the partition of {expect} present: the test proved nothing"
+    )
     return seen
 
 
@@ -101,16 +131,33 @@ def test_first_publish_and_replacement_are_all_or_nothing(tmp_path):
     out = StateStorage.from_url(str(tmp_path / "table"))
     os.makedirs(out.root, exist_ok=True)
     first, second = stage(state, "tok1"), stage(state, "tok2")
-    marker1 = marker_for("c1", DS, 0, reports("tok1"), 1.0)
-    marker2 = marker_for("c2", DS, 1, reports("tok2"), 2.0)
+    marker1 = marker_for("c1", DS, 0, reports("tok1"), 1.0, OWNER)
+    marker2 = marker_for("c2", DS, 1, reports("tok2"), 2.0, OWNER)
 
-    seen = run_with_readers(lambda: publish_partition(state, first, out, partition_dir(DS), marker1, None, RUN_KEY), out.root)
-    assert seen, "the readers must have looked during the publish"
+    seen = run_with_readers(
+        lambda: publish_partition(state, first, out, partition_dir(DS), marker1, None, RUN_KEY), out.root, expect="tok1"
+    )
     assert set(seen) <= {"absent", "complete:tok1"}
     seen = run_with_readers(
-        lambda: publish_partition(state, second, out, partition_dir(DS), marker2, "c1", RUN_KEY), out.root, through_marker=True
+        lambda: publish_partition(state, second, out, partition_dir(DS), marker2, "c1", RUN_KEY),
+        out.root,
+        through_marker=True,
+        expect="tok2",
     )
-    assert seen and set(seen) <= {"absent", "complete:tok1", "complete:tok2"}
+    assert set(seen) <= {"absent", "complete:tok1", "complete:tok2"}
     tombstone = tmp_path / "table" / run_tombstones_dir(*RUN_KEY) / f"{partition_dir(DS)}-c1"
     assert sorted(p.name for p in tombstone.iterdir() if p.name.startswith("source=")) == [f"source={n}" for n in SOURCES]
     assert json.loads((tmp_path / "table" / partition_dir(DS) / COMMIT_MARKER).read_text())["commit_id"] == "c2"
+
+
+def test_the_readers_fail_a_publish_that_never_shows_the_partition(tmp_path):
+    """The oracle can fail: a "publish" that leaves the table empty is not "all or nothing", it is
+    nothing, and the readers say so (the earlier version passed it: every look was "absent")."""
+    out = tmp_path / "table"
+    out.mkdir()
+    with pytest.raises(AssertionError, match="never saw the partition"):
+        run_with_readers(lambda: None, str(out), expect="tok1")
+    # A partition published under a hidden name is not found by partition discovery either.
+    (out / "_zeta_pending" / partition_dir(DS)).mkdir(parents=True)
+    with pytest.raises(AssertionError, match="never saw the partition"):
+        run_with_readers(lambda: None, str(out), expect="tok1")

@@ -12,30 +12,35 @@ When every other task of the run is done, the ``DelayedCleanupOperator`` (an Air
 runs whether the run succeeded or failed, and does not decide the run's state):
 
 1. stops every driver of the run that has not ended (G8: nobody is waiting for it any more);
-2. writes a **cleanup record**: owner (run key and incarnation), due time (now + retention) and the
-   exact paths it will delete — first as a file ``runs/<dag>/<run>/cleanup/<task>-<incarnation>.json``, so
-   the sweep finds it even if the task never runs again, then in its task state store;
-3. defers until the due time, an absolute moment: a restart of the scheduler, the triggerer or the
-   worker re-creates the wait from the record, never a new window (``decide_start``);
-4. at the due time deletes exactly the recorded paths (idempotent: a path already gone is fine),
-   marks the record cleaned and deletes the record files.
+2. writes a **cleanup record**: owner (run key and incarnation), due time (now + retention, an
+   absolute moment) and the exact paths to delete — first as a file
+   ``runs/<dag>/<run>/cleanup/<task>-<incarnation>.json`` (the durable intent), then in its task
+   state store (``decide_start``: a retry resumes the record, never a new window);
+3. emits an Asset event naming the record, and ends. The run does not wait for the window.
+
+The cleanup DAG (``CarryOutCleanupsOperator``), scheduled on that Asset, waits for each named
+record's due time (``decide_due``'s ``not_due``: an absolute moment, so a restart never moves it)
+and then decides by the ownership guard below; the sweep applies the same rule to past-due records.
 
 Ownership (G5)
 --------------
-The run's incarnation is ``dag_run.clear_number``. A record of incarnation N is carried out only
+The run's incarnation is ``dag_run.clear_number``. An attempt is read by every incarnation whose
+deploy task was not cleared, so a record of incarnation N is carried out only while N is the run's
+current incarnation (``decide_due``):
 
-* by the cleanup task of incarnation N, while it is still the current try of that task (a clear
-  gives the task a new try, and the execution API refuses the old try's writes: the adapter writes
-  to the task state store before it deletes, so a cleared try stops there), or
-* by the sweep, once the run has ended (or no longer exists), when no task can need the data.
+* a newer incarnation is active: N's record waits (``newer_incarnation_active``);
+* the newer incarnation's cleanup ran (the run was cleared with downstream): it **adopted** N's
+  record (``new_record``: N's paths joined its record), so N's file is only dropped (``adopted``);
+* the newer incarnation ended without a cleanup of its own (cleared without downstream: Airflow
+  does not clear a teardown without its setup): N's paths and everything of the run no record
+  covers — the newer staging, the tombstone of the partition it replaced — get a record of the
+  current incarnation with a full window from now (``newer_incarnation_ended``).
 
-While a newer incarnation is active, nobody carries out N's record: the newer incarnation's own
-cleanup **adopts** it (``decide_start``/``new_record``: its paths join the new record; its file is deleted once the
-new record is carried out). Adoption is per cleanup task: a DAG with two pipelines has two cleanup
-tasks, each owning the attempts of its own tasks. So a new incarnation never waits for an old cleanup (a clear kills the
-old deferred wait) and the old cleanup never races it. Records list paths, never patterns: a token
-directory created by a newer incarnation is in no older record, and tombstones and pending
-directories are per run, so no record can name another run's data (``check_paths``).
+A cleanup task's own record is only the one of the run's current incarnation (``owns``); older ones
+are adopted. Adoption is per cleanup task: a DAG with two pipelines has two cleanup tasks, each
+owning the attempts of its own tasks. Records list paths, never patterns: a token directory created
+by a newer incarnation is in no older record, and tombstones and pending directories are per run,
+so no record can name another run's data (``check_paths``).
 
 Late arrivals
 -------------
@@ -103,8 +108,7 @@ class CleanupRecord:
     adopted: tuple[int, ...] = ()  # incarnations whose records this one took over
     stopped_drivers: tuple[str, ...] = ()
     cleaned_at: float | None = None
-    # ``max_tries`` of the cleanup task that wrote it: a clear of *this* task raises it, a clear of
-    # other tasks of the run (which raises the run's clear_number) does not.
+    # Written by versions before issue 14 (their ownership rule compared it); read, never used.
     task_max_tries: int | None = None
 
     def to_json(self) -> bytes:
@@ -246,11 +250,14 @@ def merge_outputs(*groups: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
 
 # -- the record in a task state store ------------------------------------------------------------
 
-#: Task-state-store key of the record's header (owner, due time, status, digest of the paths).
+#: Task-state-store key of the record's header (owner, due time, status, digest of the lists).
 RECORD_KEY = "zeta_cleanup"
 #: A task-state-store value holds at most 65,535 bytes; a record of a 1000-source run lists ~100 kB
-#: of paths, so the paths go into numbered keys of at most this many characters each.
+#: of paths (and a run may have stopped thousands of drivers), so every list that grows with the
+#: run goes into numbered keys of at most this many characters each; the header stays small.
 STORE_CHUNK_CHARS = 48_000
+#: The record's fields that grow with the run: stored in the chunks, never in the header.
+CHUNKED_FIELDS = ("state_paths", "outputs", "stopped_drivers", "adopted")
 
 
 def record_chunk_key(index: int) -> str:
@@ -261,11 +268,12 @@ def record_store_values(record: CleanupRecord) -> list[tuple[str, Any]]:
     """The (key, value) writes that store ``record``: the path chunks first, the header last.
 
     The header names the number of chunks and the digest of their concatenation, so a reader
-    never combines a header with chunks of another record.
+    never combines a header with chunks of another record. Its size does not depend on the run.
     """
-    payload = json.dumps({"state_paths": list(record.state_paths), "outputs": record.to_value()["outputs"]}, sort_keys=True)
+    value = record.to_value()
+    payload = json.dumps({name: value[name] for name in CHUNKED_FIELDS}, sort_keys=True)
     chunks = [payload[i : i + STORE_CHUNK_CHARS] for i in range(0, len(payload), STORE_CHUNK_CHARS)] or [""]
-    header = {k: v for k, v in record.to_value().items() if k not in ("state_paths", "outputs")}
+    header = {k: v for k, v in value.items() if k not in CHUNKED_FIELDS}
     header["paths_chunks"] = len(chunks)
     header["paths_digest"] = hashlib.sha256(payload.encode()).hexdigest()
     return [(record_chunk_key(i), {"data": chunk}) for i, chunk in enumerate(chunks)] + [(RECORD_KEY, header)]
@@ -312,28 +320,23 @@ class StartDecision:
     record: CleanupRecord | None = None  # RESUME / ALREADY_CLEANED: the record to go on with
 
 
-def owns(record: CleanupRecord, incarnation: int, max_tries: int | None) -> bool:
-    """Whether ``record`` is this cleanup task's own window (not an older incarnation's to adopt).
+def owns(record: CleanupRecord, incarnation: int) -> bool:
+    """Whether ``record`` is this cleanup task's own (not an older incarnation's, to adopt).
 
-    Its incarnation is the run's, or the run was cleared elsewhere since (a source cleared without
-    its downstream tasks, another pipeline of the DAG) while this task was not: its ``max_tries``
-    is unchanged. Such a clear must neither fail the waiting cleanup nor open a new window.
+    Only a record of the run's current incarnation is. A run cleared elsewhere since the record was
+    written (a source, the ready-to-close and the completed point cleared without their downstream
+    cleanup) has a newer incarnation that may read the older attempts: its record is adopted into a
+    new one with a full window, never carried out as written (issue 14: the old rule kept a record
+    as "own" when this task's ``max_tries`` was unchanged, and deleted at its due time the attempts
+    of the sources that were not cleared, which the newer incarnation was publishing).
     """
-    if record.incarnation == incarnation:
-        return True
-    return (
-        record.incarnation is not None
-        and record.incarnation < incarnation
-        and max_tries is not None
-        and record.task_max_tries == max_tries
-    )
+    return record.incarnation == incarnation
 
 
 def decide_start(
     incarnation: int,
     stored: CleanupRecord | CorruptState | None,
     on_file: CleanupRecord | CorruptState | None,
-    max_tries: int | None = None,
 ) -> StartDecision:
     """How a cleanup task of ``incarnation`` starts (first try, retry, or a re-run after a restart).
 
@@ -352,7 +355,7 @@ def decide_start(
                 f"the task state store holds the record of incarnation {stored.incarnation}, newer than this "
                 f"try's {incarnation}: this try is stale. Nothing was deleted.",
             )
-        if owns(stored, incarnation, max_tries):
+        if owns(stored, incarnation):
             if stored.status is RecordStatus.CLEANED:
                 return StartDecision(
                     StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored
@@ -369,30 +372,6 @@ def decide_start(
             StartAction.RESUME, "resume_from_file", f"keeps the due time {on_file.due_at:.0f} of the record file", on_file
         )
     return StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")
-
-
-def decide_resume(
-    incarnation: int, stored: CleanupRecord | CorruptState | None, max_tries: int | None = None
-) -> StartDecision:
-    """What a cleanup task does when its wait ends (the trigger fired, or a restart resumed it).
-
-    Only the task state store counts here: the record was written there before the wait began, so
-    a missing or foreign one means outside damage — fail and delete nothing (the sweep deletes the
-    run's data once the run has ended, from the record file).
-    """
-    if isinstance(stored, CorruptState):
-        return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
-    if stored is None or not owns(stored, incarnation, max_tries):
-        found = "none" if stored is None else f"one of incarnation {stored.incarnation}"
-        return StartDecision(
-            StartAction.FAIL,
-            "missing_record",
-            f"the task state store holds no cleanup record of incarnation {incarnation} after the wait "
-            f"(found {found}); nothing was deleted. The sweep deletes the run's data once the run has ended.",
-        )
-    if stored.status is RecordStatus.CLEANED:
-        return StartDecision(StartAction.ALREADY_CLEANED, "already_cleaned", "this incarnation's cleanup already ran", stored)
-    return StartDecision(StartAction.RESUME, "due", f"the wait for {stored.due_at:.0f} ended", stored)
 
 
 def new_record(
@@ -439,6 +418,110 @@ def wait_until(record: CleanupRecord, now: float, retention: float) -> float | N
     return min(record.due_at, now + window)
 
 
+# -- carrying a record out at its due time (the cleanup DAG, and the sweep for past-due ones) -------
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What Airflow says about a run when its record falls due: state and current incarnation."""
+
+    state: str | None
+    clear_number: int
+
+
+class DueAction(str, Enum):
+    WAIT = "wait"  # not due yet: wait for ``until`` (absolute)
+    CARRY_OUT = "carry_out"  # delete exactly the record's paths now
+    RECHECK = "recheck"  # a newer incarnation is active: look again at ``until``
+    DROP = "drop"  # a newer record of the same owner took the paths over: delete only this file
+    RENEW = "renew"  # a newer incarnation ended without a record: ``record`` covers the paths anew
+
+
+@dataclass(frozen=True)
+class DueDecision:
+    action: DueAction
+    rule: str
+    reason: str
+    until: float | None = None
+    record: CleanupRecord | None = None  # RENEW: the record to write (and wait for)
+
+
+def decide_due(
+    record: CleanupRecord,
+    run: RunStatus | None,
+    others: Sequence[CleanupRecord],
+    uncovered: Leftovers,
+    now: float,
+    recheck_after: float,
+) -> DueDecision:
+    """What happens to a pending task record at ``now`` (G4, G5). First matching rule wins.
+
+    ``run`` is ``None`` when the run no longer exists. ``others`` are the run's other records,
+    ``uncovered`` the run's leftovers that no pending record covers. The rule that matters is the
+    ownership guard: a record is carried out only when it belongs to the run's *current*
+    incarnation. A record of an older incarnation may name an attempt that a newer incarnation
+    still reads (a deploy task that was not cleared keeps its attempt), so it is never carried out
+    as written: while the newer incarnation is active it waits; when that incarnation's own cleanup
+    adopted it, it is dropped; when the newer incarnation ended without a cleanup of its own (its
+    cleanup task was not cleared), its paths and everything the run left uncovered (the newer
+    staging, the replaced partition's tombstone) get a new record with a full window from now.
+    """
+    if record.due_at > now:
+        return DueDecision(DueAction.WAIT, "not_due", f"due at {record.due_at:.0f}", until=record.due_at)
+    if run is None:
+        return DueDecision(DueAction.CARRY_OUT, "run_gone", "the run no longer exists")
+    if record.incarnation is None or record.incarnation >= run.clear_number:
+        return DueDecision(
+            DueAction.CARRY_OUT, "due", f"incarnation {record.incarnation} is the run's current one ({run.clear_number})"
+        )
+    adopter = next(
+        (
+            r
+            for r in others
+            if r.owner == record.owner
+            and r.incarnation is not None
+            and r.incarnation > record.incarnation
+            and record.incarnation in r.adopted
+        ),
+        None,
+    )
+    if adopter is not None:
+        return DueDecision(
+            DueAction.DROP, "adopted", f"incarnation {adopter.incarnation}'s record took over these paths"
+        )
+    if run.state in ACTIVE_RUN_STATES:
+        return DueDecision(
+            DueAction.RECHECK,
+            "newer_incarnation_active",
+            f"incarnation {run.clear_number} is {run.state} and may read these attempts; looked at again later",
+            until=now + recheck_after,
+        )
+    window = max(record.due_at - record.created_at, 0.0)
+    # Every pending record of this owner older than the current incarnation goes into the new one
+    # (and a record of the current incarnation that an earlier renewal wrote is merged, not
+    # overwritten), so renewing one record never drops another's paths.
+    taken: dict[int, CleanupRecord] = {}
+    for other in (record, *others):
+        if other.owner == record.owner and other.status is RecordStatus.PENDING and other.incarnation is not None:
+            if other.incarnation <= run.clear_number:
+                taken.setdefault(other.incarnation, other)
+    renewed = new_record(
+        record.dag_id, record.run_id, run.clear_number, record.owner, now, window, uncovered, older=list(taken.values())
+    )
+    renewed = renewed.with_changes(
+        adopted=tuple(i for i in renewed.adopted if i != run.clear_number),
+        due_at=max([renewed.due_at] + [r.due_at for r in taken.values() if r.incarnation == run.clear_number]),
+    )
+    return DueDecision(
+        DueAction.RENEW,
+        "newer_incarnation_ended",
+        f"incarnation {run.clear_number} read the run's attempts and ended without a cleanup of its own: "
+        f"{renewed.paths_count} paths kept for another window, until {renewed.due_at:.0f}",
+        until=renewed.due_at,
+        record=renewed,
+    )
+
+
 # -- the sweep ----------------------------------------------------------------------------------
 
 
@@ -469,6 +552,9 @@ class RunView:
     records: tuple[CleanupRecord | CorruptState, ...] = ()
     leftovers: Leftovers = Leftovers()
     drivers: tuple[DriverView, ...] = ()
+    # The run's current incarnation (``clear_number``); None when unknown (the records are then
+    # taken as current, as before the ownership guard looked at it).
+    clear_number: int | None = None
 
 
 @dataclass(frozen=True)
@@ -479,6 +565,8 @@ class SweepPlan:
     stop: tuple[DriverView, ...] = ()  # drivers to cancel
     carry_out: tuple[CleanupRecord, ...] = ()  # records to carry out now
     write: CleanupRecord | None = None  # the sweep record to write
+    renew: tuple[CleanupRecord, ...] = ()  # records of a newer incarnation to write (``decide_due``)
+    drop: tuple[CleanupRecord, ...] = ()  # records adopted by a newer one: delete their files only
     forget_run: bool = False  # nothing left: delete the run's bookkeeping (run.json, registrations)
     retained_until: float | None = None
 
@@ -510,22 +598,56 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
             RunPhase.RETAINED,
             stop=live,
         )
-    due = tuple(r for r in pending if r.due_at <= now)
     uncovered = view.leftovers.minus(pending)
+    # The ownership guard decides for past-due records too: only those of the run's current
+    # incarnation are carried out; older ones are dropped (adopted) or renewed (decide_due).
+    status = None
+    if view.run_state is not None:
+        known = [r.incarnation for r in records if r.incarnation is not None]
+        status = RunStatus(view.run_state, view.clear_number if view.clear_number is not None else max(known, default=0))
+    due_list: list[CleanupRecord] = []
+    renew: dict[str, CleanupRecord] = {}
+    drop: list[CleanupRecord] = []
+    for candidate in sorted(pending, key=lambda r: r.due_at):
+        if candidate.due_at > now:
+            continue
+        decision = decide_due(candidate, status, records, uncovered, now, recheck_after=0.0)
+        if decision.action is DueAction.CARRY_OUT:
+            due_list.append(candidate)
+        elif decision.action is DueAction.DROP:
+            drop.append(candidate)
+        elif decision.action is DueAction.RENEW and decision.record is not None:
+            renew.setdefault(decision.record.owner, decision.record)
+    taken_over = {(r.owner, i) for r in renew.values() for i in r.adopted}
+    drop += [r for r in pending if r.incarnation is not None and (r.owner, r.incarnation) in taken_over and r.due_at <= now]
+    if renew:
+        uncovered = uncovered.minus(list(renew.values()))
+    due = tuple(due_list)
     sweep_record = next((r for r in pending if r.incarnation is None), None)
     write = None
     if not uncovered.empty:
         # Leftovers no record covers (the cleanup never ran, a stray late write, a tombstone of a
         # republish) always get a window of their own; they are never deleted on sight.
+        # A run has one sweep record and a record one due time: merging moves it to a full window
+        # from now, so the new leftovers get theirs and the older ones are kept longer, never less.
         if sweep_record is not None and sweep_record.due_at > now:
             write = sweep_record.with_changes(
                 state_paths=tuple(sorted({*sweep_record.state_paths, *uncovered.state_paths})),
                 outputs=merge_outputs(sweep_record.outputs, uncovered.outputs),
+                created_at=now,
+                due_at=max(sweep_record.due_at, now + retention),
             )
         else:
             write = new_record(view.dag_id, view.run_id, None, "sweep", now, retention, uncovered)
-    waiting = [r.due_at for r in pending if r.due_at > now] + ([write.due_at] if write else [])
-    if due:
+    waiting = (
+        [r.due_at for r in pending if r.due_at > now]
+        + ([write.due_at] if write else [])
+        + [r.due_at for r in renew.values()]
+    )
+    if renew and not due:
+        phase, rule = RunPhase.RETAINED, "newer_incarnation_ended"
+        reason = f"{ended}; a newer incarnation read the run's attempts: kept for another window until {min(waiting):.0f}"
+    elif due:
         phase, rule = RunPhase.CLEANUP_DUE, "past_due"
         reason = f"{ended}; {len(due)} record(s) past due carried out" + ("; new leftovers recorded" if write else "")
     elif write is not None:
@@ -545,6 +667,8 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
         stop=live,
         carry_out=due,
         write=write,
+        renew=tuple(renew.values()),
+        drop=tuple({id(r): r for r in drop}.values()),
         forget_run=forget,
         retained_until=min(waiting) if waiting else None,
     )

@@ -30,7 +30,39 @@ The protocol that makes the table safe:
    Records are kept per try (one key each), so an orphan can never overwrite the new try's record.
 4. **A failure is reported once, then redeployed.** A failed or lost driver fails the try that sees
    it first (``REPORT_FAILURE``, retries are Airflow's policy); a later try redeploys with a new
-   token. A higher incarnation (the run or task was cleared) never reuses an older result.
+   token. A higher incarnation (the run or task was cleared) never reuses an older result. A try
+   that sees the driver end says so in the record (``driver_ended``); once this task is cleared,
+   a later incarnation launches at once (``earlier_incarnation_ended``), even when the run's
+   cleanup has deleted the old attempt (ledger and intent file): that is no sign of an unshared
+   state root.
+5. **Liveness by observation, never by comparing clocks.** The observer (task try or trigger)
+   keeps the driver's heartbeat *mark* and how long it has seen it unchanged — a duration,
+   measured on its own monotonic clock (``core.ledger.HeartbeatSeen``, persisted in task state and
+   trigger kwargs and events). Observers hand one another only that duration; one counts on from a
+   moment another took only if both read the same clock (same boot and time namespace), so no
+   host's timestamp is ever subtracted from another host's, and a skew between Airflow hosts
+   changes nothing. The time between hand-over and take-over is not counted: a wait can stretch,
+   never shorten, so an observer with nothing carried over judges "lost" only after seeing the
+   mark unchanged for ``lost_after`` itself. A running driver is
+   *lost* once the mark has not changed for ``lost_after``; it is *certainly stopped* — and may be
+   replaced — only once that silence reaches ``Timing.stopped_after``: a driver that cannot renew
+   its heartbeat within its lease (``core.ledger.driver_lease``, shorter than ``lost_after``) stops
+   itself, so at most one driver of a task key is alive at any moment. A terminal ledger, or a
+   process seen gone *on its own host*, is stopped at once.
+6. **A job timeout counts from the intent.** With ``Timing.job_timeout`` set, a driver that may
+   still run (running ledger, or no ledger and no process seen gone) past ``job_timeout`` after
+   its intent is stopped and the try fails (``job_timeout``), naming the task and the timeout. The
+   elapsed time is ``now - record.intent_at``: the intent time is durable (task state store) and
+   was taken by the launching task's clock, never the driver's, so a retry, an orphan reset or a
+   triggerer restart does not reset it. The trigger wakes the task at ``job_deadline`` (an
+   absolute time in its kwargs); a skew between the worker's and the triggerer's clocks shifts the
+   moment by the skew, as for heartbeats.
+7. **Detection instead of duplication across hosts.** The launching try writes an intent file to
+   the state root before its intent record. An observer that finds the record's promise but not
+   the file does not share the launching side's ``[zeta] state_root``: it fails the try and
+   launches nothing (``state_root_not_shared``), instead of reading "never started" and launching
+   a second driver. Process handles are checked only on the host that launched them, identified by
+   boot id + PID namespace (``processes.host_id``), never by hostname.
 """
 
 from __future__ import annotations
@@ -39,7 +71,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 
-from airflow_provider_zeta.core.ledger import AttemptRecord, CorruptState, Ledger, LedgerStatus, LedgerView, Phase
+from airflow_provider_zeta.core.ledger import (
+    STOPPED_AFTER_FACTOR,
+    AttemptRecord,
+    CorruptState,
+    Ledger,
+    LedgerStatus,
+    LedgerView,
+    Phase,
+)
 
 
 class Action(str, Enum):
@@ -47,15 +87,16 @@ class Action(str, Enum):
     REATTACH = "reattach"  # defer on the token's running driver
     WAIT_FOR_LAUNCH = "wait_for_launch"  # intent stored, driver not visible yet: wait, bounded
     REUSE_RESULT = "reuse_result"  # the token's driver succeeded: return its result
-    REPORT_FAILURE = "report_failure"  # fail this try with the driver's error (a retry redeploys)
+    REPORT_FAILURE = "report_failure"  # stop the driver, fail this try with its error (a retry redeploys)
     FENCE = "fence"  # write the token's cancel marker, mark the record abandoned, decide again
-    FAIL = "fail"  # state that cannot be trusted or a contradiction: fail, launch nothing
+    WAIT_FOR_STOP = "wait_for_stop"  # the driver is given up on but not certainly stopped: wait, bounded
+    FAIL = "fail"  # state that cannot be trusted or a contradiction: stop the token's driver, fail, launch nothing
 
 
 class ProcessView(str, Enum):
     ALIVE = "alive"  # a process carrying the token runs on this host
-    GONE = "gone"  # the recorded driver process is known to have exited
-    UNKNOWN = "unknown"  # no handle on this host: only the ledger can tell
+    GONE = "gone"  # the recorded driver process is known to have exited (checked on its own host)
+    UNKNOWN = "unknown"  # no handle on this host (or no recorded start time): only the ledger can tell
 
 
 #: A launch whose process lives but writes no ledger for this many launch graces is stuck (say,
@@ -65,8 +106,14 @@ LAUNCH_STUCK_FACTOR = 5
 
 @dataclass(frozen=True)
 class Timing:
-    lost_after: float  # heartbeat age after which a running ledger counts as lost
+    lost_after: float  # observed heartbeat silence after which a running ledger counts as lost
     launch_grace: float  # how long an intent without a ledger may be a launch in progress
+    job_timeout: float | None = None  # how long a driver may run, counted from its intent (None: no limit)
+
+    @property
+    def stopped_after(self) -> float:
+        """Observed heartbeat silence after which the driver has certainly stopped itself."""
+        return STOPPED_AFTER_FACTOR * self.lost_after
 
 
 @dataclass(frozen=True)
@@ -78,25 +125,72 @@ class DeployObservation:
     ledger: Ledger | CorruptState | None
     process: ProcessView
     timing: Timing
-    max_tries: int | None = None  # the task instance's max_tries now
+    max_tries: int | None = None  # the task instance's max_tries now (task_cleared_since_record)
+    # How long the ledger's heartbeat mark has been seen unchanged, a duration measured by the
+    # observers' own clocks (``core.ledger.HeartbeatSeen.silent_for``); 0 for a mark seen first now.
+    heartbeat_unchanged_for: float = 0.0
+    # Whether the attempt's intent file is visible on this observer's state root (None: not read).
+    intent_visible: bool | None = None
+    # The trigger that woke this try (another observer, in the triggerer) could not see the
+    # attempt's intent file nor its ledger (its event's view was ``invisible``).
+    trigger_saw_nothing: bool = False
+    # How the user knows the task ("dag_id.task_id"), for messages that must name it.
+    task: str | None = None
 
     # -- derived facts the table's conditions read
     @property
     def task_cleared_since_record(self) -> bool:
-        """This task (not merely another task of its run) was cleared after the record was made."""
+        """This task was cleared after an earlier try made the record.
+
+        The run's ``clear_number`` (the incarnation) rises when *any* task of the run is cleared,
+        and a retry or an orphan reset raises ``try_number`` too, so those two alone would make a
+        retry after a clear elsewhere in the run re-run a finished job (G1). Airflow raises this
+        task's ``max_tries`` (to ``try_number + retries``) on every clear of it that is not
+        RUNNING — deferred, succeeded, failed, up for retry — and never on a retry or an orphan
+        reset: that is the signal that *this* task was asked to re-run. A record this very try
+        wrote belongs to this try's incarnation. When either ``max_tries`` is unknown (a record
+        of an older version), the run-level signals decide, as before.
+
+        Not detectable: a clear of this task while it is RUNNING (Airflow sets it RESTARTING and
+        keeps ``max_tries``) is indistinguishable from a retry; such a try re-attaches to, or
+        reuses, the driver of its earlier try (docs/operators/zeta_spark_job.md, limitations).
+        """
         record = self.record
         assert isinstance(record, AttemptRecord)
-        if record.max_tries is not None and self.max_tries is not None:
-            return record.max_tries < self.max_tries
-        return record.incarnation < self.incarnation  # records without max_tries: run-wide signal
+        if not (record.incarnation < self.incarnation and record.try_number < self.try_number):
+            return False
+        if record.max_tries is None or self.max_tries is None:
+            return True
+        return self.max_tries > record.max_tries
+
     @property
     def heartbeat_stale(self) -> bool:
-        return isinstance(self.ledger, Ledger) and self.ledger.heartbeat_age(self.now) > self.timing.lost_after
+        return isinstance(self.ledger, Ledger) and self.heartbeat_unchanged_for > self.timing.lost_after
+
+    @property
+    def driver_certainly_stopped(self) -> bool:
+        """The driver cannot be running: terminal ledger, process gone on its own host, or silent past its lease."""
+        status = _status(self)
+        if status is None:
+            return False
+        if status.terminal or self.process is ProcessView.GONE:
+            return True
+        return self.heartbeat_unchanged_for >= self.timing.stopped_after
 
     @property
     def intent_age(self) -> float:
         assert isinstance(self.record, AttemptRecord)
         return self.now - self.record.intent_at
+
+    @property
+    def timed_out(self) -> bool:
+        """The record's driver may still run and its intent is older than ``job_timeout``."""
+        limit = self.timing.job_timeout
+        if limit is None or not isinstance(self.record, AttemptRecord) or self.record.phase is Phase.ABANDONED:
+            return False
+        status = _status(self)
+        may_run = status is LedgerStatus.RUNNING or (self.ledger is None and self.process is not ProcessView.GONE)
+        return may_run and self.intent_age >= limit
 
     @property
     def failure_already_reported(self) -> bool:
@@ -151,10 +245,36 @@ def _failure_text(o: DeployObservation) -> str:
     led = _led(o)
     if led.status is LedgerStatus.RUNNING:
         why = "its process is gone" if o.process is ProcessView.GONE else (
-            f"its last heartbeat is {led.heartbeat_age(o.now):.0f}s old (lost after {o.timing.lost_after:.0f}s)"
+            f"its heartbeat has not changed for {o.heartbeat_unchanged_for:.0f}s by this observer's clock "
+            f"(lost after {o.timing.lost_after:.0f}s)"
         )
         return f"driver {led.token} is lost: {why}"
     return f"driver {led.token} ended {led.status.value}" + (f": {led.error}" if led.error else "")
+
+
+def _stop_text(o: DeployObservation) -> str:
+    led = _led(o)
+    if led.status.terminal:
+        return f"its ledger is {led.status.value}"
+    if o.process is ProcessView.GONE:
+        return "its process is gone"
+    return f"its heartbeat has been silent for {o.heartbeat_unchanged_for:.0f}s (past its lease)"
+
+
+def _timeout_text(o: DeployObservation) -> str:
+    limit = o.timing.job_timeout or 0.0
+    started = "running" if isinstance(o.ledger, Ledger) else "still starting (no ledger yet)"
+    return (
+        f"task {o.task or '?'}: driver {_rec(o).token} exceeded its job_timeout of {_seconds_text(limit)}: "
+        f"{started} {o.intent_age:.0f}s after its launch intent (by the launching task's clock, kept in "
+        "the task state store)"
+    )
+
+
+def _seconds_text(seconds: float) -> str:
+    from datetime import timedelta
+
+    return f"{seconds:g}s ({timedelta(seconds=seconds)})"
 
 
 def _decision(action: Action, rule: str, reason: str, token: str | None = None, cancel: str | None = None):
@@ -184,18 +304,64 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             f"task's incarnation {o.incarnation}: the run was cleared while this try ran; stopping.",
         ),
     ),
-    # -- the user cleared this task (alone or with its run): never reuse, stop the old driver.
-    #    A clear of *other* tasks of the run raises the run's clear_number too, but must not make
-    #    this task re-run its job: only a rise of this task's own max_tries counts.
+    # -- the launching side wrote an intent file this observer cannot see: the state root is not
+    #    shared. "No ledger" would read as "never started" and launch a second driver; refuse.
+    #    Not for an attempt of an older incarnation of this task: the delayed cleanup deletes a
+    #    finished run's attempts (intent file included), and reprocessing the run clears the task.
+    Row(
+        "state_root_not_shared",
+        lambda o: _rec(o).intent_on_storage and o.ledger is None and o.intent_visible is False
+        and not o.task_cleared_since_record,
+        lambda o: _decision(
+            Action.FAIL,
+            "state_root_not_shared",
+            f"attempt {_rec(o).token} was launched by host {_rec(o).host or '?'} ({_rec(o).host_id or 'unknown id'}), "
+            f"which wrote its intent file to [zeta] state_root, but this observer cannot see that file: "
+            "[zeta] state_root is not shared storage between the workers, the triggerer and the drivers' "
+            "hosts. Point [zeta] state_root at one shared location (NFS/HDFS path or object store URL) "
+            "on every component; launching nothing.",
+            token=_rec(o).token,
+        ),
+    ),
+    Row(
+        "triggerer_cannot_see_state_root",
+        lambda o: o.trigger_saw_nothing,
+        lambda o: _decision(
+            Action.FAIL,
+            "triggerer_cannot_see_state_root",
+            f"the triggerer found neither the ledger nor the intent file of attempt {_rec(o).token} that this "
+            "task wrote: [zeta] state_root is not shared storage between the workers, the triggerer and the "
+            "drivers' hosts. Point [zeta] state_root at one shared location (NFS/HDFS path or object store "
+            "URL) on every component; launching nothing.",
+            token=_rec(o).token,
+        ),
+    ),
+    # -- this task was cleared (alone or with its run) since an earlier try saw the token's driver
+    #    end: nothing of it can run any more, and its files may be gone with the run's cleanup (a
+    #    clear or a reprocessing backfill after the retention window). Launch anew, fence nothing:
+    #    a cancel marker would recreate a deleted attempt directory that no cleanup records.
+    Row(
+        "earlier_incarnation_ended",
+        lambda o: o.task_cleared_since_record and _rec(o).driver_ended,
+        lambda o: _decision(
+            Action.FRESH_LAUNCH,
+            "earlier_incarnation_ended",
+            f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): attempt "
+            f"{_rec(o).token} ended in its incarnation (seen by try {_rec(o).try_number}) and is not "
+            "reused; launching a new one",
+        ),
+    ),
+    # -- this task was cleared (alone or with its run) since an earlier try chose the token: never
+    #    reuse it; fence it first, and launch only once it has certainly stopped (fenced rows).
     Row(
         "new_incarnation",
         lambda o: o.task_cleared_since_record,
         lambda o: _decision(
-            Action.FRESH_LAUNCH,
+            Action.FENCE,
             "new_incarnation",
-            f"this task was cleared (incarnation {o.incarnation}, max_tries {_rec(o).max_tries} -> {o.max_tries}): "
-            f"attempt {_rec(o).token} is not reused and is asked to stop",
-            cancel=_rec(o).token,
+            f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): attempt "
+            f"{_rec(o).token} is not reused; fencing it, a new one starts once it has stopped",
+            token=_rec(o).token,
         ),
     ),
     Row(
@@ -203,10 +369,11 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         lambda o: isinstance(o.ledger, CorruptState),
         lambda o: _decision(Action.FAIL, "corrupt_ledger", str(o.ledger), token=_rec(o).token),
     ),
-    # -- a finished driver is reused, even one we had given up on: it ran, its result stands
+    # -- a finished driver of this incarnation is reused, even one we had given up on: it ran, its
+    #    result stands. One launched for an older incarnation (fenced by new_incarnation) is not.
     Row(
         "already_succeeded",
-        lambda o: _status(o) is LedgerStatus.SUCCEEDED,
+        lambda o: _status(o) is LedgerStatus.SUCCEEDED and _led(o).incarnation in (None, _rec(o).incarnation),
         lambda o: _decision(
             Action.REUSE_RESULT, "already_succeeded", f"driver {_led(o).token} already succeeded", token=_led(o).token
         ),
@@ -214,9 +381,9 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     # -- a token we fenced: once its driver is provably stopped or never started, launch anew
     Row(
         "fenced_driver_stopped",
-        lambda o: _rec(o).phase is Phase.ABANDONED and _failed_or_lost(o),
+        lambda o: _rec(o).phase is Phase.ABANDONED and o.driver_certainly_stopped,
         lambda o: _decision(
-            Action.FRESH_LAUNCH, "fenced_driver_stopped", f"fenced attempt {_rec(o).token} stopped: {_failure_text(o)}"
+            Action.FRESH_LAUNCH, "fenced_driver_stopped", f"fenced attempt {_rec(o).token} stopped: {_stop_text(o)}"
         ),
     ),
     Row(
@@ -232,16 +399,18 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         "fenced_still_running",
         lambda o: _rec(o).phase is Phase.ABANDONED,
         lambda o: _decision(
-            Action.WAIT_FOR_LAUNCH if o.ledger is None else Action.REATTACH,
+            Action.WAIT_FOR_LAUNCH if o.ledger is None else Action.WAIT_FOR_STOP,
             "fenced_still_running",
-            f"attempt {_rec(o).token} was fenced but its driver is still up; waiting for it to stop",
+            f"attempt {_rec(o).token} was fenced but its driver may still be up; waiting until it has "
+            f"certainly stopped (terminal ledger, or heartbeat silent for {o.timing.stopped_after:.0f}s)",
             token=_rec(o).token,
         ),
     ),
-    # -- a driver that failed, was cancelled, or is lost (G6: never shown as running)
+    # -- a driver that failed, was cancelled, or is lost (G6: never shown as running). A lost one is
+    #    replaced only once it has certainly stopped: "lost" is not "stopped".
     Row(
         "terminal_resubmit",
-        lambda o: _failed_or_lost(o) and o.failure_already_reported,
+        lambda o: _failed_or_lost(o) and o.failure_already_reported and o.driver_certainly_stopped,
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "terminal_resubmit",
@@ -250,9 +419,40 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         ),
     ),
     Row(
+        "lost_driver_not_yet_stopped",
+        lambda o: _failed_or_lost(o) and o.failure_already_reported,
+        lambda o: _decision(
+            Action.WAIT_FOR_STOP,
+            "lost_driver_not_yet_stopped",
+            f"{_failure_text(o)}; it stops itself once its lease ends: waiting until its heartbeat has "
+            f"been silent for {o.timing.stopped_after:.0f}s before redeploying",
+            token=_led(o).token,
+        ),
+    ),
+    Row(
         "driver_failed",
         _failed_or_lost,
         lambda o: _decision(Action.REPORT_FAILURE, "driver_failed", _failure_text(o), token=_led(o).token),
+    ),
+    # -- a driver that may still run past its job_timeout (counted from the durable intent time):
+    #    stop it and fail the try; a later try that finds it reported fences it (the fenced rows
+    #    then wait until it has certainly stopped before anything is launched again).
+    Row(
+        "job_timeout",
+        lambda o: o.timed_out and not o.failure_already_reported,
+        lambda o: _decision(
+            Action.REPORT_FAILURE, "job_timeout", _timeout_text(o) + "; stopping it", token=_rec(o).token
+        ),
+    ),
+    Row(
+        "job_timeout_reported",
+        lambda o: o.timed_out,
+        lambda o: _decision(
+            Action.FENCE,
+            "job_timeout_reported",
+            _timeout_text(o) + f"; reported by try {_rec(o).failure_reported_try}, fencing it",
+            token=_rec(o).token,
+        ),
     ),
     # -- a live driver: re-attach (the Zeta fix: never deploy beside a running task)
     Row(
@@ -261,7 +461,7 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         lambda o: _decision(
             Action.REATTACH,
             "reconnect",
-            f"driver {_led(o).token} is running (heartbeat {_led(o).heartbeat_age(o.now):.0f}s ago)",
+            f"driver {_led(o).token} is running (heartbeat unchanged for {o.heartbeat_unchanged_for:.0f}s)",
             token=_led(o).token,
         ),
     ),
@@ -344,17 +544,63 @@ def launch_wait_deadline(intent_at: float, launch_grace: float, now: float, poll
     return max(intent_at + launch_grace, now + poll_interval)
 
 
-def trigger_should_fire(view: LedgerView, now: float, missing_deadline: float) -> bool:
+def job_deadline(intent_at: float, job_timeout: float | None) -> float | None:
+    """The absolute moment a driver's ``job_timeout`` ends (None: no limit); from the durable intent time."""
+    return None if job_timeout is None else intent_at + job_timeout
+
+
+def timeout_wake_at(observation: DeployObservation, decision: Decision) -> float | None:
+    """When the trigger of ``decision`` must wake the task for the job timeout (None: never).
+
+    Only while waiting on a live or starting driver of the record's own token: a fenced token is
+    already being stopped (waking at a passed deadline would only make the wait spin).
+    """
+    record = observation.record
+    if (
+        not isinstance(record, AttemptRecord)
+        or record.phase is Phase.ABANDONED
+        or record.token != decision.token
+        or decision.action not in (Action.REATTACH, Action.WAIT_FOR_LAUNCH)
+    ):
+        return None
+    return job_deadline(record.intent_at, observation.timing.job_timeout)
+
+
+def trigger_should_fire(
+    view: LedgerView,
+    now: float,
+    missing_deadline: float,
+    *,
+    wait_for_stop: bool = False,
+    unchanged_for: float = 0.0,
+    stopped_after: float = float("inf"),
+    process_gone: bool = False,
+    timeout_at: float | None = None,
+) -> bool:
     """The driver trigger's rule: wake the task for anything but a live driver or a young launch.
 
     A running ledger keeps the trigger waiting; a terminal, lost or unreadable one wakes the task,
     which decides with ``decide``. A missing ledger wakes it only after ``missing_deadline`` (the
-    launch grace), so the task can fence a launch that never started.
+    launch grace), so the task can fence a launch that never started. An invisible attempt (the
+    state root is not shared) wakes it at once: it fails, launching nothing.
+
+    ``wait_for_stop``: the task already gave the driver up and waits for it to be *certainly
+    stopped* before redeploying; a lost driver then wakes it only once its heartbeat has been
+    silent for ``stopped_after`` (or its process is seen gone on its own host).
+
+    ``timeout_at``: the driver's ``job_deadline``; a driver that may still run wakes the task once
+    it has passed (the task then stops it, ``job_timeout``).
     """
-    if view is LedgerView.RUNNING:
-        return False
+    if view is LedgerView.INVISIBLE:
+        return True
+    if timeout_at is not None and now >= timeout_at and not wait_for_stop:
+        return True
     if view is LedgerView.MISSING:
         return now >= missing_deadline
+    if wait_for_stop and view in (LedgerView.RUNNING, LedgerView.LOST):
+        return process_gone or unchanged_for >= stopped_after
+    if view is LedgerView.RUNNING:
+        return False
     return True
 
 
@@ -369,3 +615,46 @@ def cancel_on_trigger_kill(task_state: str | None) -> bool:
     instance, which has no state yet, is passed as ``"none"``.
     """
     return task_state is not None and task_state != "deferred"
+
+
+#: ``cancel_on_trigger_kill``'s answer for a task instance that no longer exists (its run was
+#: deleted): nothing will ever wait on the driver again, and a run re-created under the same id
+#: must not find it running beside its own.
+TASK_INSTANCE_GONE = "task-instance-gone"
+
+
+#: Task states that a user's action (or Airflow giving up on the task for good) leaves on a task
+#: whose try still runs: marked failed, success or skipped, or removed from its DAG. Not
+#: "restarting" (cleared while running): the next try is then a retry of the same incarnation,
+#: which re-attaches to the driver (README, limitations).
+ENDED_BY_USER_ACTION = frozenset({"failed", "success", "skipped", "removed"})
+
+
+def cancel_on_worker_kill(task_state: str | None) -> bool:
+    """Should a deploy task killed while it waits *in its worker* (``deferrable=False``) stop its driver?
+
+    The task process gets the same SIGTERM (and ``on_kill``) when a user marks the task failed or
+    success — the driver must not outlive the task then — and when its worker shuts down, when it
+    was cleared while running, or when Airflow gave it up as a zombie that will be retried (state
+    ``running``, ``restarting``, ``up_for_retry``, or reset to none): then the next try must find the
+    driver and re-attach to it, and a cancel would make it run the job again. So only a state after
+    which no try of this incarnation follows stops it; an unreadable state (``None``) keeps it, as
+    in ``cancel_on_trigger_kill``.
+    """
+    return task_state in ENDED_BY_USER_ACTION or task_state == TASK_INSTANCE_GONE
+
+
+def deferral_refusal(executor: str | None, deferrable: bool, in_kubernetes_pod: bool) -> str | None:
+    """Why this deploy cannot run as configured, or None. Checked before anything is launched.
+
+    A deferred task's pod exits under the KubernetesExecutor (and any executor whose worker dies
+    when its task defers), killing a client-mode driver started inside it: every try would end
+    "lost". Such a task must keep its worker while the driver runs (``deferrable=False``).
+    """
+    if deferrable and in_kubernetes_pod and executor and "KubernetesExecutor" in executor:
+        return (
+            f"ZetaSparkJobOperator cannot defer under {executor}: the task's pod exits when it defers "
+            "and kills the Spark driver started inside it. Set deferrable=False on the task (or "
+            "[zeta] default_deferrable = False) so the pod stays while the driver runs."
+        )
+    return None

@@ -21,10 +21,16 @@ rule                   verdict     when
 ``ledger_unreadable``  stale       the current ledger cannot be parsed: nobody can tell its progress
 ``not_started``        watching    no attempt has written a ledger yet
 ``between_attempts``   watching    the latest attempt ended, the task has not (a retry may redeploy)
-``checkpoint_stale``   stale       the running attempt's last checkpoint (or its start, before the
-                                   first one) is older than the threshold
+``checkpoint_stale``   stale       the running attempt's last checkpoint is older than the threshold,
+                                   or, before its first checkpoint, its start is older than the
+                                   first-checkpoint threshold (the threshold unless one is given)
 ``fresh``              watching    otherwise; ``stale_at`` is the absolute moment it would go stale
 =====================  ==========  ==================================================================
+
+The first checkpoint gets a threshold of its own (``first_checkpoint_threshold``) because a
+driver's first micro-batch waits for the JVM, the session and the first read of a backlog: a
+stream that commits every minute may need ten to start. Once the first checkpoint is recorded only
+``threshold`` counts.
 
 Ages are measured against the ledger's own absolute times, never against when the watch began, so
 a restart of whoever watches cannot stretch a wait. A driver that stopped heartbeating also stops
@@ -112,10 +118,16 @@ def judge_freshness(
     ledger: Ledger | CorruptState | None,
     now: float,
     threshold: float,
+    first_checkpoint_threshold: float | None = None,
 ) -> FreshnessJudgement:
-    """Judge one job (``job`` names it in messages, e.g. ``"dag.task"``) at ``now``."""
+    """Judge one job (``job`` names it in messages, e.g. ``"dag.task"``) at ``now``.
+
+    ``first_checkpoint_threshold`` bounds the time from the attempt's start to its first
+    checkpoint (``None``: ``threshold``)."""
     if threshold <= 0:
         raise ValueError(f"threshold must be positive seconds, got {threshold!r}")
+    if first_checkpoint_threshold is not None and first_checkpoint_threshold <= 0:
+        raise ValueError(f"first_checkpoint_threshold must be positive seconds, got {first_checkpoint_threshold!r}")
     if task_state in JOB_FINISHED_STATES:
         token = ledger.token if isinstance(ledger, Ledger) else None
         return FreshnessJudgement(Freshness.ENDED, "job_ended", f"job {job} ended ({task_state})", token)
@@ -133,14 +145,19 @@ def judge_freshness(
             ledger.token,
         )
     age = checkpoint_age(ledger, now)
-    since = "its last checkpoint" if ledger.last_checkpoint_at is not None else "its start (no checkpoint yet)"
+    if ledger.last_checkpoint_at is not None:
+        since, limit, named = "its last checkpoint", threshold, "the threshold"
+    else:
+        since = "its start (no checkpoint yet)"
+        limit = threshold if first_checkpoint_threshold is None else first_checkpoint_threshold
+        named = "the threshold" if first_checkpoint_threshold is None else "the first-checkpoint threshold"
     where = f"job {job} (source {ledger.source or '?'}, attempt {ledger.token})"
-    if age > threshold:
+    if age > limit:
         return FreshnessJudgement(
             Freshness.STALE,
             "checkpoint_stale",
-            f"{where}: {since} was {describe_age(age)} ago ({age:.1f}s), more than the threshold of "
-            f"{threshold:.0f}s; driver heartbeat {describe_age(ledger.heartbeat_age(now))} ago, "
+            f"{where}: {since} was {describe_age(age)} ago ({age:.1f}s), more than {named} of "
+            f"{limit:.0f}s; driver heartbeat {describe_age(ledger.heartbeat_age(now))} ago, "
             f"{ledger.checkpoints} checkpoint(s) so far",
             ledger.token,
             age,
@@ -148,10 +165,10 @@ def judge_freshness(
     return FreshnessJudgement(
         Freshness.WATCHING,
         "fresh",
-        f"{where}: {since} was {describe_age(age)} ago (threshold {threshold:.0f}s)",
+        f"{where}: {since} was {describe_age(age)} ago ({named} {limit:.0f}s)",
         ledger.token,
         age,
-        stale_at=progress_mark(ledger) + threshold,
+        stale_at=progress_mark(ledger) + limit,
     )
 
 

@@ -12,6 +12,7 @@ try's record, so an orphaned try that is still alive cannot clobber what the cur
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
@@ -59,6 +60,20 @@ class Ledger:
     task_id: str | None = None
     source: str | None = None
     incarnation: int | None = None
+    # Counts the driver's ledger writes. With ``heartbeat_at`` it makes the heartbeat *mark* an
+    # observer compares between two reads: liveness is "the mark changed", never "the driver's
+    # timestamp looks recent" (the driver's clock is not the observer's).
+    beat: int = 0
+    host_id: str | None = None  # boot id + PID namespace of the driver's host (processes.host_id)
+
+    @property
+    def heartbeat_mark(self) -> str:
+        """An opaque value that changes with every ledger write of the driver."""
+        return f"{self.beat}/{self.heartbeat_at!r}"
+    # What the attempt left in its staging directory when it finished (relative name -> bytes),
+    # recorded by the driver with its terminal ``succeeded`` status; the completed point publishes
+    # the staging only if it still matches. None in ledgers of running attempts and older drivers.
+    files: dict[str, int] | None = None
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -120,6 +135,9 @@ def parse_ledger(raw: bytes | None, expected_token: str, where: str) -> Ledger |
             task_id=data.get("task_id"),
             source=data.get("source"),
             incarnation=None if data.get("incarnation") is None else int(data["incarnation"]),
+            beat=int(data.get("beat") or 0),
+            host_id=data.get("host_id"),
+            files=None if data.get("files") is None else {str(k): int(v) for k, v in dict(data["files"]).items()},
         )
     except KeyError as missing:
         raise CorruptState(f"driver ledger {where} lacks the field {missing}") from None
@@ -142,17 +160,143 @@ class LedgerView(str, Enum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # The attempt's intent file is missing where the launching side wrote it: this observer does
+    # not see the launching side's state root (not shared storage), so the ledger cannot be judged.
+    INVISIBLE = "invisible"
 
 
-def classify_ledger(ledger: Ledger | None, now: float, lost_after: float, process_gone: bool = False) -> LedgerView:
-    """A terminal ledger is terminal whatever else is seen (G6); a stale or processless one is lost."""
+def classify_ledger(
+    ledger: Ledger | None,
+    now: float,
+    lost_after: float,
+    process_gone: bool = False,
+    unchanged_for: float | None = None,
+) -> LedgerView:
+    """A terminal ledger is terminal whatever else is seen (G6); a silent or processless one is lost.
+
+    ``unchanged_for`` is how long the same heartbeat mark has been seen, by observers' own clocks
+    (``HeartbeatSeen.silent_for``). Without it (a one-off read, e.g. the monitoring page) the
+    heartbeat timestamp's age is used as a display estimate; coordination always passes it.
+    """
     if ledger is None:
         return LedgerView.MISSING
     if ledger.status.terminal:
         return LedgerView(ledger.status.value)
-    if process_gone or ledger.heartbeat_age(now) > lost_after:
+    silent = ledger.heartbeat_age(now) if unchanged_for is None else unchanged_for
+    if process_gone or silent > lost_after:
         return LedgerView.LOST
     return LedgerView.RUNNING
+
+
+# ---------------------------------------------------------------------- liveness by observation
+
+#: A driver must renew its heartbeat within this fraction of ``lost_after`` (its *lease*), by its
+#: own monotonic clock counted from the start of its last successful write, or stop itself.
+LEASE_FRACTION = 0.7
+#: A silent driver counts as *certainly stopped* (a redeploy may start) only after the observer has
+#: seen no heartbeat change for this many ``lost_after``: past the lease, plus a margin for the
+#: driver's watchdog period, its exit, and clock-rate differences.
+STOPPED_AFTER_FACTOR = 1.25
+
+
+def driver_lease(lost_after: float) -> float:
+    """How long a driver may go without renewing its heartbeat before it must stop itself."""
+    return LEASE_FRACTION * lost_after
+
+
+#: Longest token, mark or clock identity a persisted observation may carry: the stored value stays
+#: small whatever it is handed (tokens are 16 hex digits, marks "<beat>/<float>", clocks ~60 chars).
+_SEEN_TEXT_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class HeartbeatSeen:
+    """How long a driver's heartbeat mark has been seen unchanged, and on which clock.
+
+    Liveness combines observers (task tries on worker hosts, the trigger on the triggerer host)
+    without ever comparing their clocks. An observation says: at moment ``at`` *of clock*
+    ``clock`` (one host's monotonic clock), the mark ``mark`` had been seen unchanged for
+    ``silent_for`` seconds — a duration, which every observer may add to. Only an observer reading
+    the same clock may count the time elapsed since ``at``; any other continues from ``silent_for``
+    and counts on with its own clock from the moment it took the observation over. The time between
+    the hand-over and the take-over is not counted: a skew can only stretch a wait, never shorten it.
+
+    Persisted by the observer (task state ``zeta_heartbeat_seen``, trigger kwargs and events) so a
+    worker crash or a triggerer restart continues the measurement; a value it cannot read (another
+    shape, e.g. the older ``since`` timestamp) counts as no observation: the count starts afresh.
+    """
+
+    token: str
+    mark: str
+    silent_for: float
+    at: float
+    clock: str
+
+    def to_value(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_value(cls, value: Any) -> HeartbeatSeen | None:
+        """Parse a persisted value; anything unusable counts as "never seen" (restarts the count)."""
+        if not isinstance(value, dict):
+            return None
+        try:
+            seen = cls(
+                token=_bounded_text(value["token"]),
+                mark=_bounded_text(value["mark"]),
+                silent_for=float(value["silent_for"]),
+                at=float(value["at"]),
+                clock=_bounded_text(value["clock"]),
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+        if not (math.isfinite(seen.silent_for) and math.isfinite(seen.at) and seen.silent_for >= 0):
+            return None
+        return seen
+
+    def silence(self, clock: str, now: float) -> float:
+        """The mark's silence at ``now`` read on ``clock``: time since ``at`` counts only on the same clock."""
+        if clock == self.clock and now >= self.at:
+            return self.silent_for + (now - self.at)
+        return self.silent_for
+
+    def matches(self, token: str, mark: str) -> bool:
+        return self.token == token and self.mark == mark
+
+
+def _bounded_text(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > _SEEN_TEXT_LIMIT:
+        raise ValueError("not a short string")
+    return value
+
+
+def continue_observation(
+    stored: HeartbeatSeen | None,
+    reported: HeartbeatSeen | None,
+    token: str,
+    mark: str,
+    clock: str,
+    now: float,
+) -> HeartbeatSeen:
+    """The observation after reading ``mark`` at ``now`` on ``clock`` (this observer's own clock).
+
+    ``stored`` is what this observer (or an earlier try of the task) kept, ``reported`` what another
+    observer handed over (the trigger's event). Each one that saw the current mark of this token is
+    a lower bound of the mark's true silence, measured on its own clock; the longest one carries
+    the measurement on. A new mark, another token, or no usable observation starts at 0 — so an
+    observer with nothing carried over never judges a driver lost before it has itself seen the
+    mark unchanged for ``lost_after``.
+
+    The result is re-based on ``clock`` at ``now`` (``silent_for`` is the silence now): it is what
+    this observer persists and hands on.
+    """
+    silences = [seen.silence(clock, now) for seen in (stored, reported) if seen and seen.matches(token, mark)]
+    return HeartbeatSeen(token, mark, silent_for=max(silences, default=0.0), at=now, clock=clock)
+
+
+def observe_heartbeat(seen: HeartbeatSeen | None, token: str, mark: str, clock: str, now: float) -> HeartbeatSeen:
+    """One observer's next observation: ``continue_observation`` with nothing reported."""
+    return continue_observation(seen, None, token, mark, clock, now)
 
 
 # ---------------------------------------------------------------------- the deploy task's record
@@ -188,6 +332,16 @@ class AttemptRecord:
     # only when) this task is cleared; the run-wide clear_number also rises when *other* tasks of
     # the run are cleared, so it cannot tell whether this task was asked to re-run.
     max_tries: int | None = None
+    # The launching host (processes.host_id: boot id + PID namespace, not the hostname): a handle
+    # is only checked on that host; anywhere else only the ledger can tell.
+    host_id: str | None = None
+    # The launching try wrote the attempt's intent file to the state root before this record: an
+    # observer that finds this flag but not the file does not share the launching side's state root.
+    intent_on_storage: bool = False
+    # A try saw this attempt's driver end (terminal ledger: its result taken or its failure
+    # reported). Its files may be deleted later by the run's cleanup; a later incarnation then
+    # finds neither ledger nor intent file, and that is no sign of an unshared state root.
+    driver_ended: bool = False
 
     def to_value(self) -> dict[str, Any]:
         data = asdict(self)
@@ -224,6 +378,9 @@ def parse_attempt_record(value: Any, where: str) -> AttemptRecord | None:
                 None if value.get("failure_reported_try") is None else int(value["failure_reported_try"])
             ),
             max_tries=None if value.get("max_tries") is None else int(value["max_tries"]),
+            host_id=value.get("host_id"),
+            intent_on_storage=bool(value.get("intent_on_storage", False)),
+            driver_ended=bool(value.get("driver_ended", False)),
         )
     except KeyError as missing:
         raise CorruptState(f"task state {where} lacks the field {missing}; delete the key to decide afresh") from None

@@ -60,6 +60,7 @@ from airflow_provider_zeta.core.cleanup import (
 from airflow_provider_zeta.core.freshness import checkpoint_age, current_ledger, describe_age
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, classify_ledger
 from airflow_provider_zeta.core.paths import attempt_dir
+from airflow_provider_zeta.core.redaction import MASK, redact  # noqa: F401  (re-exported: the page's masking)
 
 #: Operator class name (as Airflow stores it on a task instance) -> role in a pipeline.
 ROLES: Mapping[str, str] = {
@@ -150,6 +151,7 @@ class RunStatus:
     retention: RunPhase
     cleanup_due_at: float | None
     pipelines: tuple[PipelineStatus, ...]
+    error: str | None = None  # the run's state could not be read: shown on its row, nothing else
 
 
 @dataclass(frozen=True)
@@ -167,95 +169,115 @@ class RunFacts:
     attempt_paths: Sequence[str] = ()
 
 
-# ---------------------------------------------------------------------------- secrets
+# ---------------------------------------------------------------------------- secrets and links
 
-_SENSITIVE = (
-    r"password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
-    r"token|auth|authorization|credential|session[_-]?key|sas"
-)
-# key=value, key: value, "key": "value", key "value" (keys containing a sensitive word); an HTTP
-# auth scheme after the separator stays, its credentials go: "Authorization: Basic ***"
-_KEY_VALUE = re.compile(
-    r"""(?ix)
-    (?P<key>["']?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*["']?)
-    (?P<sep>\s*[:=]\s*(?:(?:basic|bearer|negotiate|token)\s+)?|\s+(?=["']))
-    (?P<value>"[^"]*"|'[^']*'|[^\s,;&}\]]+)
-    """
-)
-# command-line flags: --password hunter2, -secret-key s3cr3t (the value is the next word)
-_FLAG_VALUE = re.compile(
-    r"""(?ix)
-    (?<![\w\-])(?P<key>--?[\w.\-]*(?:""" + _SENSITIVE + r""")[\w.\-]*)
-    (?P<sep>\s+)
-    (?P<value>"[^"]*"|'[^']*'|(?!-)[^\s,;&}\]]+)
-    """
-)
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://)([^/\s:@]+):([^/\s@]+)@")
-_BEARER = re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9\-._~+/]+=*")
-MASK = "***"
+_PLAIN_HTTP_URL = re.compile(r"(?i)^https?://[^\s\"'<>\\@]+$")
 
 
-def redact(text: str | None) -> str | None:
-    """Mask what looks like a credential: values of password/secret/token/key settings and flags
-    (``--password x``), passwords in URLs, bearer tokens, HTTP ``Authorization`` credentials. Used on everything the page shows that a job or Spark wrote (errors, logs)."""
-    if text is None:
+def safe_link(url: object) -> str | None:
+    """Only a plain http(s) URL reaches a page: no credentials (``@``), quotes, spaces or
+    backslashes; anything else — a number or list from a malformed ledger included — is dropped."""
+    if not isinstance(url, str) or not _PLAIN_HTTP_URL.match(url):
         return None
-
-    def mask_pair(match: re.Match) -> str:
-        value = match.group("value")
-        quote = value[0] if value[:1] in ("'", '"') else ""
-        return f"{match.group('key')}{match.group('sep')}{quote}{MASK}{quote}"
-
-    text = _URL_CREDENTIALS.sub(lambda m: f"{m.group(1)}{m.group(2)}:{MASK}@", text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
-    text = _KEY_VALUE.sub(mask_pair, text)
-    return _FLAG_VALUE.sub(mask_pair, text)
+    return url
 
 
-def safe_link(url: str | None) -> str | None:
-    """Only plain http(s) links reach a page; never one carrying credentials."""
-    if not url or not re.match(r"(?i)^https?://[^\s\"'<>]+$", url):
+def link_host(url: str) -> str:
+    """The host of a URL that ``safe_link`` accepted, lower-cased, without port or brackets."""
+    from urllib.parse import urlsplit
+
+    return (urlsplit(url).hostname or "").lower()
+
+
+def redirect_target(
+    spark_ui_url: object, launcher_hosts: Sequence[str], allowed_hosts: Sequence[str]
+) -> tuple[str | None, str]:
+    """Where ``/zeta/driver`` may redirect for a running driver's Spark UI, and the rule that decided.
+
+    The URL comes from the ledger, which the job can write: a redirect goes only to a host the
+    launcher recorded for this attempt (its host name, or an address that name resolves to, passed in
+    ``launcher_hosts``) or to a host of the ``[zeta] spark_ui_allowed_hosts`` allow-list. Rules:
+    ``no_url``, ``not_plain_http``, ``host_not_allowed``, ``launcher_host``, ``allow_listed``.
+    """
+    if spark_ui_url is None:
+        return None, "no_url"
+    link = safe_link(spark_ui_url)
+    if link is None:
+        return None, "not_plain_http"
+    host = link_host(link)
+    if host and host in {h.lower() for h in launcher_hosts if h}:
+        return link, "launcher_host"
+    if host and host in {h.lower() for h in allowed_hosts if h}:
+        return link, "allow_listed"
+    return None, "host_not_allowed"
+
+
+def history_link(history_server_url: str | None, spark_app_id: object) -> str | None:
+    """The application's page on the Spark History Server, when one is configured and the app id is
+    a plain Spark application id (it comes from the ledger, so it is checked, not trusted)."""
+    base = safe_link(history_server_url) if history_server_url else None
+    if base is None or not isinstance(spark_app_id, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_\-.]{0,199}", spark_app_id):
         return None
-    return redact(url)
+    return f"{base.rstrip('/')}/history/{spark_app_id}/"
 
 
 # ---------------------------------------------------------------------------- rules
 
 
+def _unreadable_source(task: TaskRow, attempts: int, driver: str, error: str | None) -> SourceStatus:
+    return SourceStatus(
+        source=task.task_id.rsplit(".", 1)[-1].removeprefix("deploy_"),
+        task_id=task.task_id,
+        map_index=task.map_index,
+        task_state=task.state,
+        driver=driver,
+        token=None,
+        attempts=attempts,
+        heartbeat_age=None,
+        checkpoint_age=None,
+        checkpoints=0,
+        rows=None,
+        spark_ui_url=None,
+        error=None if error is None else (redact(error) or "")[:500],
+    )
+
+
 def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: float, lost_after: float) -> SourceStatus:
+    """The row of one deploy task. A ledger the job wrote with values of the wrong type (a number
+    as ``error``, a list as ``spark_ui_url`` or ``source``) shows as ``corrupt`` on this row only,
+    with the reason: it never breaks the run's other rows or the page."""
+    try:
+        return _source_status(task, ledgers, now, lost_after)
+    except (TypeError, ValueError, AttributeError, OverflowError) as error:
+        return _unreadable_source(
+            task, len(ledgers), "corrupt", f"the driver ledger cannot be shown: {type(error).__name__}: {error}"
+        )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: float, lost_after: float) -> SourceStatus:
     current = current_ledger(ledgers)
     ledger = current if isinstance(current, Ledger) else None
-    name = task.task_id.rsplit(".", 1)[-1]
-    source = (ledger.source if ledger and ledger.source else None) or name.removeprefix("deploy_")
     if ledger is None:
-        return SourceStatus(
-            source=source,
-            task_id=task.task_id,
-            map_index=task.map_index,
-            task_state=task.state,
-            driver="corrupt" if current is not None else "missing",
-            token=None,
-            attempts=len(ledgers),
-            heartbeat_age=None,
-            checkpoint_age=None,
-            checkpoints=0,
-            rows=None,
-            spark_ui_url=None,
-            error=redact(str(current))[:500] if current is not None else None,
-        )
+        driver = "corrupt" if current is not None else "missing"
+        return _unreadable_source(task, len(ledgers), driver, None if current is None else str(current))
     running = not ledger.status.terminal
+    rows = ledger.rows
     return SourceStatus(
-        source=source,
+        source=_text_or_none(ledger.source) or task.task_id.rsplit(".", 1)[-1].removeprefix("deploy_"),
         task_id=task.task_id,
         map_index=task.map_index,
         task_state=task.state,
         driver=classify_ledger(ledger, now, lost_after).value,
-        token=ledger.token,
+        token=str(ledger.token),
         attempts=len(ledgers),
-        heartbeat_age=ledger.heartbeat_age(now) if running else None,
+        heartbeat_age=float(ledger.heartbeat_age(now)) if running else None,
         checkpoint_age=checkpoint_age(ledger, now) if running else None,
-        checkpoints=ledger.checkpoints,
-        rows=ledger.rows,
+        checkpoints=int(ledger.checkpoints),
+        rows=None if rows is None else int(rows),
         spark_ui_url=safe_link(ledger.spark_ui_url) if running else None,
         error=(redact(ledger.error) or "")[:500] or None,
     )

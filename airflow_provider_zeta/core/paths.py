@@ -14,8 +14,13 @@ In the state root (``[zeta] state_root``), everything of one run lives under one
 In an output table, the run's hidden leftovers are kept apart per run, so that a cleanup can only
 ever reach its own::
 
-    _zeta_pending/<dag>/<run>/<commit>-<nonce>/ds=<ds>/...     a partition being assembled
-    _zeta_tombstones/<dag>/<run>/ds=<ds>-<commit>/...          a replaced partition, kept for the window
+    _zeta_pending/<dag>/<run>/<commit>-<nonce>/<partition>/... a partition being assembled
+    _zeta_tombstones/<dag>/<run>/<partition, flat>-<commit>/...  a replaced partition, kept for the window
+
+``<partition>`` is the run's rendered partition, ``ds=<ds>`` by default, possibly several segments
+(``ds=<ds>/hour=13``). Leftovers are listed, recorded and deleted one level below ``<run>``, one
+entry each, so a tombstone's name is flat (``tombstone_dir``): ``ds=<ds>-<commit>``, or
+``ds=<ds>__hour=13-<commit>`` — each tombstone keeps its own window.
 
 Every segment goes through ``safe_segment``: Airflow run ids hold ``:`` and ``+``, which Hadoop
 paths (and so Spark) reject.
@@ -28,6 +33,9 @@ import re
 
 LEDGER_FILE = "ledger.json"
 CANCEL_MARKER = "cancel"
+# Written by the deploy task before its intent record: proof, for any later observer, that the
+# launching side wrote to this state root (core/deploy.py, row state_root_not_shared).
+INTENT_FILE = "intent.json"
 OUTPUT_DIR = "output"
 RUNS_DIR = "runs"
 RUN_INFO_FILE = "run.json"
@@ -95,3 +103,15 @@ def run_pending_dir(dag_id: str, run_id: str) -> str:
 def run_tombstones_dir(dag_id: str, run_id: str) -> str:
     """Relative to an output root: where this run keeps the partitions it replaced."""
     return f"{TOMBSTONES_DIR}/{safe_segment(dag_id)}/{safe_segment(run_id)}"
+
+
+#: Joins the segments of a multi-segment partition in a tombstone's (single-segment) name.
+TOMBSTONE_SEGMENT_JOIN = "__"
+
+
+def tombstone_dir(dag_id: str, run_id: str, partition: str, commit: str) -> str:
+    """Relative to an output root: where partition ``partition`` of commit ``commit`` goes when it
+    is replaced. One directory directly below the run's, whatever the partition's depth: the
+    cleanup records, lists and deletes each tombstone on its own (a shared ``ds=<ds>/`` folder
+    would be deleted at the first tombstone's due time, taking later ones with it)."""
+    return f"{run_tombstones_dir(dag_id, run_id)}/{partition.replace('/', TOMBSTONE_SEGMENT_JOIN)}-{commit}"

@@ -2,34 +2,49 @@
 
 Theory of operation
 -------------------
-The output table is a directory ``{output}`` with one partition per run, ``ds={ds}``, and one
-sub-directory per source, ``source={name}``. Publishing a partition:
+The output table is a directory ``{output}`` with one partition per run and one sub-directory per
+source, ``source={name}``. The partition is the run's rendered partition spec (``DEFAULT_PARTITION``
+``ds={{ ds }}``, or e.g. ``ds={{ ds }}/hour={{ logical_date.strftime('%H') }}``): one or more
+``key=value`` segments (``parse_partition``), written ``<partition>`` below. Publishing a partition:
 
-1. **Assemble** it hidden, under ``{output}/_zeta_pending/<dag>/<run>/{commit_id}-<nonce>/ds={ds}/``: a copy of each
+1. **Assemble** it hidden, under ``{output}/_zeta_pending/<dag>/<run>/{commit_id}-<nonce>/<partition>/``: a copy of each
    reported token's staging output (and nothing else: outputs of tokens that did not report —
    stale or orphaned attempts — live in other attempt directories and are never read), each data
    file renamed ``<token>-<name>`` so no two commits share a file path, plus a commit marker
    ``_zeta_commit.json`` naming the commit id, incarnation and tokens.
 2. **Move aside** a partition it replaces (one from an older incarnation) into
    ``{output}/_zeta_tombstones/<dag>/<run>/`` — never deleted here; the delayed cleanup deletes it later.
-3. **Rename** the assembled directory to ``{output}/ds={ds}`` in one step.
+3. **Rename** the assembled directory to ``{output}/<partition>`` in one step.
 
 Readers of ``{output}`` skip names starting with ``_`` (Spark, Hive, Arrow all do), so they see the
 partition with all its sources or not at all. On a local or HDFS-like filesystem the rename is
 atomic; object stores have no directory rename, see the docs.
 
-The commit id is a hash of (partition, incarnation, sorted source tokens). Re-executing the commit
-finds its own marker and does nothing (``already_published``). This module only decides; the
-operator does the file work.
+The commit id is a hash of (owner, partition, incarnation, sorted source tokens), where the owner
+is (``dag_id``, pipeline id, ``run_id``): ``scheduled__<ts>`` run ids repeat in every DAG, so a run
+id alone names no one. Re-executing the commit finds its own marker and does nothing
+(``already_published``). A partition whose marker names another owner — another run, DAG or
+pipeline rendering the same partition of the same table — is never replaced, tombstoned or taken
+for one's own: the publish fails and names the owner (``partition_of_another_owner``). Partitions
+never nest: one inside a published partition, or around published partitions, is refused
+(``partition_inside_another``, ``partition_holds_others``).
+
+Before a source is published, its staging is checked against what its driver recorded at finish
+(``staging_problem``): every file the driver left (relative name and size) must be there and
+nothing else. A missing staging directory, a missing, extra or truncated file fails the publish,
+naming the source and the attempt token; nothing is published.
+
+This module only decides; the operator does the file work.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import safe_segment
@@ -54,23 +69,138 @@ def partition_key(ds: str | None, run_id: str) -> str:
 
 
 def partition_dir(ds: str) -> str:
+    """The default partition of a run: ``ds=<ds>`` (what ``DEFAULT_PARTITION`` renders to)."""
     return f"ds={safe_segment(ds)}"
+
+
+#: The partition spec of ``zeta_pipeline`` and ``CompletedPointOperator`` unless one is given: one
+#: partition per logical date.
+DEFAULT_PARTITION = "ds={{ ds }}"
+#: The level below a partition: ``source=<name>``. Not a partition key.
+SOURCE_KEY = "source"
+_PARTITION_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_PARTITION_VALUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class BadPartitionSpec(ValueError):
+    """A rendered partition spec is not ``key=value[/key=value...]`` with safe keys and values."""
+
+
+def parse_partition(rendered: str) -> tuple[tuple[str, str], ...]:
+    """The ``(key, value)`` segments of a rendered partition spec, e.g. ``ds=2026-06-01/hour=13``.
+
+    One or more ``key=value`` path segments joined by ``/``. A key is an identifier starting with a
+    letter (``source`` is the level below a partition: not a key) and appears once; a value is
+    non-empty, made of letters, digits, ``.``, ``_`` and ``-``, starts with a letter or digit (a
+    name starting with ``_`` or ``.`` is hidden from Spark's partition discovery) and holds no
+    ``..``. Anything else raises ``BadPartitionSpec`` (a ``ValueError``) naming the rendered value.
+    """
+    if not isinstance(rendered, str):
+        raise BadPartitionSpec(f"the partition spec rendered to {rendered!r}, not a string")
+    text = rendered.strip()
+
+    def bad(why: str) -> BadPartitionSpec:
+        return BadPartitionSpec(
+            f"the partition spec rendered to {rendered!r}: {why}. A partition is one or more key=value "
+            "path segments joined by '/', e.g. 'ds=2026-06-01' or 'ds=2026-06-01/hour=13' (the default "
+            f"spec is {DEFAULT_PARTITION!r})"
+        )
+
+    if not text:
+        raise bad("it is empty")
+    segments: list[tuple[str, str]] = []
+    for segment in text.split("/"):
+        key, equals, value = segment.partition("=")
+        if not equals:
+            raise bad(f"segment {segment!r} is not key=value")
+        if not _PARTITION_KEY.fullmatch(key):
+            raise bad(f"key {key!r} is not an identifier starting with a letter")
+        if key == SOURCE_KEY:
+            raise bad("'source' is the level below the partition (source=<name>), not a partition key")
+        if key in (k for k, _ in segments):
+            raise bad(f"key {key!r} appears twice")
+        if not value:
+            raise bad(f"the value of {key!r} is empty")
+        if not _PARTITION_VALUE.fullmatch(value) or ".." in value:
+            raise bad(
+                f"the value {value!r} of {key!r} is not a safe path segment: use letters, digits, '.', '_' "
+                "and '-', start with a letter or digit (names starting with '_' or '.' are hidden from "
+                "readers), no '..', no '/', ':' or '+' (e.g. {{ ts_nodash }} rather than {{ ts }})"
+            )
+        segments.append((key, value))
+    return tuple(segments)
+
+
+def partition_path(rendered: str) -> str:
+    """The partition's path relative to the output table, after ``parse_partition`` validated it."""
+    return "/".join(f"{key}={value}" for key, value in parse_partition(rendered))
+
+
+def check_partition_spec(spec: Any, where: str) -> str:
+    """A partition spec as given to an operator: checked at DAG parse time when it holds no
+    template, else only once rendered (``partition_path``)."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise BadPartitionSpec(
+            f"{where}: 'partition' must be a partition spec such as {DEFAULT_PARTITION!r}, not {spec!r}"
+        )
+    if "{{" not in spec and "{%" not in spec:
+        partition_path(spec)  # BadPartitionSpec (a ValueError) names the value
+    return spec
+
+
+def enclosing_partitions(part: str) -> tuple[str, ...]:
+    """Every proper prefix of ``part``, outermost first: where a partition enclosing it would be.
+
+    ``ds=2026-06-01/hour=13`` -> ``("ds=2026-06-01",)``; a one-segment partition has none.
+    """
+    segments = part.split("/")
+    return tuple("/".join(segments[:n]) for n in range(1, len(segments)))
+
+
+def nested_partitions(part: str, files_below: Iterable[str]) -> tuple[str, ...]:
+    """The partitions published inside ``part``: the folders (relative to the table) holding a
+    commit marker among ``files_below`` (file paths relative to ``part``), ``part`` itself excluded."""
+    found = set()
+    for relative in files_below:
+        folder, _, name = relative.rpartition("/")
+        if name == COMMIT_MARKER and folder:
+            found.add(f"{part}/{folder}")
+    return tuple(sorted(found))
 
 
 def source_dir(source: str) -> str:
     return f"source={safe_segment(source)}"
 
 
-def commit_id(ds: str, incarnation: int, sources: Mapping[str, Report], run_id: str = "") -> str:
-    material = json.dumps(
-        {
-            "ds": ds,
-            "run_id": run_id,
-            "incarnation": incarnation,
-            "tokens": sorted((name, r.token) for name, r in sources.items()),
-        },
-        sort_keys=True,
-    )
+@dataclass(frozen=True)
+class Owner:
+    """Who publishes a partition: one pipeline of one DAG run."""
+
+    dag_id: str
+    pipeline_id: str
+    run_id: str
+
+    def describe(self) -> str:
+        return f"pipeline {self.pipeline_id!r} of DAG {self.dag_id!r}, run {self.run_id!r}"
+
+
+def commit_id(
+    ds: str, incarnation: int, sources: Mapping[str, Report], owner: Owner, partition: str | None = None
+) -> str:
+    """The commit's id. ``partition`` (the rendered partition path) enters the hash only when it is
+    not the default ``ds=<ds>``, so daily pipelines keep the commit ids they had before partition
+    specs existed (a re-execution of an old run still finds its own commit)."""
+    fields: dict[str, Any] = {
+        "ds": ds,
+        "dag_id": owner.dag_id,
+        "pipeline_id": owner.pipeline_id,
+        "run_id": owner.run_id,
+        "incarnation": incarnation,
+        "tokens": sorted((name, r.token) for name, r in sources.items()),
+    }
+    if partition is not None and partition != partition_dir(ds):
+        fields["partition"] = partition
+    material = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(material.encode()).hexdigest()[:16]
 
 
@@ -82,7 +212,18 @@ class CommitMarker:
     tokens: dict[str, str]
     rows: dict[str, int | None]
     published_at: float
-    run_id: str = ""  # the run that owns the partition
+    run_id: str = ""  # the owner of the partition: run, DAG, pipeline
+    dag_id: str = ""  # "" in markers written before the owner was recorded
+    pipeline_id: str = ""
+    partition: str = ""  # the rendered partition path; "" in markers written before specs (ds=<ds>)
+
+    @property
+    def owner(self) -> Owner:
+        return Owner(self.dag_id, self.pipeline_id, self.run_id)
+
+    @property
+    def partition_path(self) -> str:
+        return self.partition or partition_dir(self.ds)
 
     def to_json(self) -> bytes:
         return json.dumps(self.__dict__, sort_keys=True).encode()
@@ -101,6 +242,9 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
             rows={str(k): (None if v is None else int(v)) for k, v in data.get("rows", {}).items()},
             published_at=float(data["published_at"]),
             run_id=str(data.get("run_id", "")),
+            dag_id=str(data.get("dag_id", "")),
+            pipeline_id=str(data.get("pipeline_id", "")),
+            partition=str(data.get("partition", "")),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CorruptState(
@@ -128,13 +272,47 @@ def decide_publish(
     incarnation: int,
     partition_exists: bool,
     existing: CommitMarker | CorruptState | None,
-    run_id: str = "",
+    owner: Owner,
+    enclosing: Mapping[str, CommitMarker | CorruptState] | None = None,
+    nested: Iterable[str] = (),
 ) -> PublishDecision:
-    """What to do with partition ``ds`` given what is there now. First matching rule wins.
+    """What to do with the run's partition given what is there now. First matching rule wins.
 
-    Incarnations are compared only within one run: a partition published by another run (two runs
-    with the same ``ds``, e.g. an hourly schedule) is never replaced nor silently kept.
+    Incarnations are compared only within one owner (DAG, pipeline, run): a partition published by
+    another owner (two runs rendering the same partition, e.g. an hourly schedule with the default
+    daily spec; two DAGs or two pipelines writing one table) is never replaced, never tombstoned and
+    never reported as one's own commit.
+
+    Partitions never nest: ``enclosing`` maps each enclosing path of the partition (``ds=X`` for
+    ``ds=X/hour=13``, ``enclosing_partitions``) that holds a commit marker to that marker, and
+    ``nested`` lists the published partitions found inside an existing partition directory that
+    has no marker of its own (``nested_partitions``). Either fails the publish: a partition inside
+    another one would be read as part of it, and one around others would swallow them.
     """
+    for path, marker in sorted((enclosing or {}).items()):
+        who = (
+            f"{marker.owner.describe()} (commit {marker.commit_id})"
+            if isinstance(marker, CommitMarker)
+            else "an unknown owner (its marker is unreadable)"
+        )
+        return PublishDecision(
+            PublishAction.FAIL,
+            "partition_inside_another",
+            f"the partition lies inside partition {path!r}, published by {who}; {owner.describe()} would "
+            "write into it. Partitions of one table must not nest: give both pipelines the same partition "
+            "keys (e.g. both hourly) or separate output tables. Nothing was changed.",
+        )
+    if partition_exists and existing is None:
+        inside = tuple(nested)
+        if inside:
+            return PublishDecision(
+                PublishAction.FAIL,
+                "partition_holds_others",
+                f"the partition directory holds {len(inside)} partitions published by other runs (e.g. "
+                f"{inside[0]!r}); publishing the partition of {owner.describe()} there would swallow them. "
+                "Partitions of one table must not nest: give both pipelines the same partition keys or "
+                "separate output tables. Nothing was changed.",
+            )
     if not partition_exists:
         return PublishDecision(PublishAction.PUBLISH, "first_publish", "the partition does not exist yet")
     if isinstance(existing, CorruptState):
@@ -148,13 +326,15 @@ def decide_publish(
         )
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
-    if existing.run_id != run_id:
+    if not same_owner(existing, owner):
         return PublishDecision(
             PublishAction.FAIL,
-            "partition_of_another_run",
-            f"the partition was published by run {existing.run_id!r} (commit {existing.commit_id}); run "
-            f"{run_id!r} has the same ds. One partition belongs to one run: give runs distinct partition "
-            "keys (a daily schedule), or clear the owning run to reprocess it.",
+            "partition_of_another_owner",
+            f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}); "
+            f"{owner.describe()} renders the same partition. One partition belongs to one pipeline run: "
+            "give each DAG/pipeline its own output table, give runs distinct partitions (a partition spec "
+            "matching the schedule, e.g. partition=\"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}\" "
+            "for an hourly one), or clear the owning run to reprocess it. Nothing was changed.",
         )
     if existing.incarnation < incarnation:
         return PublishDecision(
@@ -178,11 +358,29 @@ def decide_publish(
     )
 
 
+def same_owner(existing: CommitMarker, owner: Owner) -> bool:
+    """A marker written before owners were recorded (empty ``dag_id``) is matched by run id only."""
+    if existing.run_id != owner.run_id:
+        return False
+    if not existing.dag_id:
+        return True
+    return existing.dag_id == owner.dag_id and existing.pipeline_id == owner.pipeline_id
+
+
 def marker_for(
-    ours: str, ds: str, incarnation: int, sources: Mapping[str, Report], now: float, run_id: str = ""
+    ours: str,
+    ds: str,
+    incarnation: int,
+    sources: Mapping[str, Report],
+    now: float,
+    owner: Owner,
+    partition: str | None = None,
 ) -> CommitMarker:
     return CommitMarker(
-        run_id=run_id,
+        partition=partition or partition_dir(ds),
+        run_id=owner.run_id,
+        dag_id=owner.dag_id,
+        pipeline_id=owner.pipeline_id,
         commit_id=ours,
         ds=ds,
         incarnation=incarnation,
@@ -197,8 +395,63 @@ def asset_extra(marker: CommitMarker) -> dict[str, Any]:
     return {
         "commit_id": marker.commit_id,
         "ds": marker.ds,
+        "partition": marker.partition_path,
         "incarnation": marker.incarnation,
         "rows": dict(marker.rows),
         "tokens": dict(marker.tokens),
         "run_id": marker.run_id,
+        "dag_id": marker.dag_id,
+        "pipeline_id": marker.pipeline_id,
     }
+
+
+def should_announce(decision: PublishDecision, published: str, publishing: Any, announced: Any) -> bool:
+    """Whether this run of the completed point emits the Asset event of commit ``published``.
+
+    Exactly one event per commit. A new commit (``PUBLISH``/``REPLACE``) is announced. A no-op is
+    announced only when an earlier try of this task published that very commit (its
+    ``zeta_publishing`` record names it) and was killed before it could announce it
+    (``zeta_announced`` does not name it): the retry emits the event the killed try did not. A
+    re-execution after a clear finds the commit announced, and a commit published by someone else's
+    try is not this task's to announce.
+    """
+    if decision.action in (PublishAction.PUBLISH, PublishAction.REPLACE):
+        return True
+    if decision.action is not PublishAction.NO_OP:
+        return False
+    record_commit = publishing.get("commit_id") if isinstance(publishing, Mapping) else None
+    return record_commit == published and announced != published
+
+
+def staging_problem(
+    source: str, token: str, recorded: Mapping[str, int] | None, found: Mapping[str, int], where: str
+) -> str | None:
+    """Why a source's staging cannot be published (None when it can).
+
+    ``recorded``: what the attempt's driver listed in its ledger when it finished (relative file
+    name -> size in bytes); ``found``: what is in the staging directory ``where`` now. They must be
+    equal: a missing directory, a missing, truncated or extra file all mean the output is not the
+    one the driver reported.
+    """
+    head = f"source {source!r}, attempt {token}: staging {where}"
+    if recorded is None:
+        return (
+            f"{head}: its driver ledger records no list of output files (a driver of an older provider "
+            "version), so the staging cannot be checked. Clear the source's deploy task to run it again."
+        )
+    if not found and recorded:
+        return f"{head} is missing or empty, but its driver recorded {len(recorded)} files at finish"
+    missing = sorted(set(recorded) - set(found))
+    extra = sorted(set(found) - set(recorded))
+    resized = sorted(name for name in set(recorded) & set(found) if recorded[name] != found[name])
+    if not (missing or extra or resized):
+        return None
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} recorded files missing (e.g. {missing[0]})")
+    if extra:
+        parts.append(f"{len(extra)} files the driver did not record (e.g. {extra[0]})")
+    if resized:
+        name = resized[0]
+        parts.append(f"{len(resized)} files of another size (e.g. {name}: {found[name]} bytes, recorded {recorded[name]})")
+    return f"{head} differs from what its driver recorded at finish: " + "; ".join(parts)

@@ -12,7 +12,11 @@ The sensor (and its trigger) evaluate the run with ``evaluate``: one read of all
 states plus one XCom read per source that finished since the last evaluation. A source counts as
 ready when its task is ``success`` and its report is valid and not from a newer incarnation. A
 source whose task ended ``failed``/``upstream_failed`` (no retries left) fails the wait at once,
-naming the source; so does the absolute deadline. Nothing here does I/O.
+naming the source; so does the absolute deadline. A report whose attempt cannot be verified (its
+driver ledger is gone, unreadable, not ``succeeded``, or names another output or row count) also
+fails the wait at once, naming the source and the attempt token: the report exists only because its
+task succeeded, so nothing will change by waiting — only clearing the source runs it again.
+Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class Verdict(str, Enum):
     SOURCE_FAILED = "source_failed"
     DEADLINE = "deadline_passed"
     CORRUPT = "corrupt_report"
+    UNVERIFIABLE = "unverifiable_report"
 
 
 @dataclass(frozen=True)
@@ -88,22 +93,45 @@ class Evaluation:
     missing: tuple[str, ...] = ()
     failed: dict[str, str] = field(default_factory=dict)  # source -> task state
     problems: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()  # ignored reports and why
+    unverifiable: tuple[str, ...] = ()  # reports whose attempt cannot be verified, and why
+
+    def progress_from(self, before: Evaluation | None) -> str | None:
+        """What changed since ``before``, naming only the sources that changed (None: nothing did).
+
+        The trigger logs this on every change instead of ``message``: a log line per change that
+        grows with the change, not with the number of sources (``message`` lists everyone missing).
+        """
+        if before is not None and before.verdict is self.verdict and before.ready.keys() == self.ready.keys():
+            if before.failed == self.failed and before.unverifiable == self.unverifiable and before.problems == self.problems:
+                return None
+        old_ready = set(before.ready) if before is not None else set()
+        gained = sorted(set(self.ready) - old_ready)
+        lost = sorted(old_ready - set(self.ready))
+        n = len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
+        parts = [f"{len(self.ready)} of {n} sources ready"]
+        if gained:
+            parts.append("newly ready: " + _names(gained))
+        if lost:
+            parts.append("no longer ready (re-running): " + _names(lost))
+        if self.verdict is not Verdict.WAITING:
+            parts.append(self.message)  # the final verdict, once
+        return "; ".join(parts)
 
     @property
     def message(self) -> str:
-        n = len(self.ready) + len(self.missing) + len(self.failed)
+        n = len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
         base = f"{len(self.ready)} of {n} sources ready"
         if self.verdict is Verdict.SOURCE_FAILED:
-            names = ", ".join(f"{s} ({state})" for s, state in sorted(self.failed.items()))
+            names = _names([f"{s} ({state})" for s, state in sorted(self.failed.items())])
             return f"{base}; source(s) failed with no retries left: {names}"
         if self.verdict is Verdict.CORRUPT:
             return f"{base}; " + "; ".join(self.problems)
-        notes = f" (ignored: {'; '.join(self.notes)})" if self.notes else ""
+        if self.verdict is Verdict.UNVERIFIABLE:
+            return f"{base}; reported attempt(s) cannot be verified: " + "; ".join(self.unverifiable)
         if self.verdict is Verdict.DEADLINE:
-            return f"{base}; deadline passed, still missing: {', '.join(self.missing)}{notes}"
+            return f"{base}; deadline passed, still missing: {_names(self.missing)}"
         if self.missing:
-            return f"{base}; waiting for: {', '.join(self.missing)}{notes}"
+            return f"{base}; waiting for: {_names(self.missing)}"
         return base
 
     def ready_set(self, incarnation: int) -> dict[str, Any]:
@@ -114,22 +142,37 @@ class Evaluation:
         }
 
 
+#: A message names at most this many sources: a log line must not grow with a 1000-source run.
+MAX_NAMES_IN_MESSAGE = 20
+
+
+def _names(names: Any) -> str:
+    names = list(names)
+    shown = ", ".join(names[:MAX_NAMES_IN_MESSAGE])
+    more = len(names) - MAX_NAMES_IN_MESSAGE
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 def attempt_problem(report: Report, ledger: Any) -> str | None:
     """Why a report's attempt cannot be published (None when it can): the token must be known —
-    its driver's ledger exists and says ``succeeded`` — and the output must be that attempt's."""
+    its driver's ledger exists and says ``succeeded`` — and the output and row count must be that
+    attempt's. Every message names the source and the attempt token."""
     from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
 
+    head = f"source {report.source!r}, attempt {report.token}"
     if isinstance(ledger, CorruptState):
-        return f"source {report.source!r}: {ledger}"
+        return f"{head}: {ledger}"
     if not isinstance(ledger, Ledger):
         return (
-            f"source {report.source!r}: unknown attempt token {report.token!r} (no driver ledger: the attempt "
-            "never started, or the run's delayed cleanup already deleted it — clear the source to run it again)"
+            f"{head}: unknown attempt token (no driver ledger: the attempt never started, or the run's "
+            "delayed cleanup already deleted it) — clear the source's deploy task to run it again"
         )
     if ledger.status is not LedgerStatus.SUCCEEDED:
-        return f"source {report.source!r}: attempt {report.token} did not succeed ({ledger.status.value})"
+        return f"{head}: the attempt did not succeed ({ledger.status.value})"
     if ledger.output_path != report.output_path:
-        return f"source {report.source!r}: report names output {report.output_path!r}, the ledger {ledger.output_path!r}"
+        return f"{head}: report names output {report.output_path!r}, the ledger {ledger.output_path!r}"
+    if ledger.rows != report.rows:
+        return f"{head}: report says {report.rows} rows, the driver ledger {ledger.rows}"
     return None
 
 
@@ -146,8 +189,8 @@ def evaluate(
 
     ``expected``: source name -> task id. ``task_states``: task id -> state. ``reports``: task id ->
     raw XCom value (absent/None when the task has not reported). ``unverified``: source -> why its
-    report's attempt cannot be published (see ``attempt_problem``); such a report is ignored — the
-    source counts as missing, and the reason shows in the message.
+    report's attempt cannot be published (see ``attempt_problem``); such a report fails the wait at
+    once (``unverifiable_report``): waiting cannot fix it, only a re-run of the source can.
 
     A report from an older incarnation counts only while its source task is ``success``: the source
     was then not re-run in this incarnation (only downstream tasks were cleared). A source that is
@@ -161,7 +204,7 @@ def evaluate(
     missing: list[str] = []
     failed: dict[str, str] = {}
     problems: list[str] = []
-    notes: list[str] = []
+    unverifiable: list[str] = []
     for source, task_id in sorted(expected.items()):
         state = task_states.get(task_id)
         raw = reports.get(task_id)
@@ -186,12 +229,13 @@ def evaluate(
             )
             continue
         if source in unverified:
-            missing.append(source)
-            notes.append(unverified[source])
+            unverifiable.append(unverified[source])
             continue
         ready[source] = report
     if problems:
         verdict = Verdict.CORRUPT
+    elif unverifiable:
+        verdict = Verdict.UNVERIFIABLE
     elif failed:
         verdict = Verdict.SOURCE_FAILED
     elif not missing:
@@ -200,7 +244,7 @@ def evaluate(
         verdict = Verdict.DEADLINE
     else:
         verdict = Verdict.WAITING
-    return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(notes))
+    return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(unverifiable))
 
 
 def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:

@@ -2,8 +2,11 @@
 
 ``SparkSubmitHook`` owns everything about the command: the Airflow Spark connection (master,
 deploy mode, queue, spark-binary, keytab/principal), ``--conf``, ``--py-files``, ``--jars``,
-memory and core settings. We only add the bootstrap as the application and our token as the app
-name and a conf key. We do not call ``SparkSubmitHook.submit()``: it runs spark-submit as a child
+memory and core settings. Which operator argument becomes which hook argument is
+``core.submit_options.hook_arguments``; we add the bootstrap as the application and our token as a
+conf key (and the default app name). The command comes from the hook's private
+``_build_spark_submit_command`` (a unit test fails if it disappears or changes its signature;
+the provider is pinned ``>=6.3,<7``). We do not call ``SparkSubmitHook.submit()``: it runs spark-submit as a child
 and blocks for the driver's whole life, which defeats deferral and dies with the task. Instead the
 command it builds is started in its own session (``processes.launch_detached``).
 """
@@ -16,11 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow_provider_zeta.core.submit_options import hook_arguments
 from airflow_provider_zeta.processes import ProcessHandle, launch_detached
 from airflow_provider_zeta.runtime import driver as driver_bootstrap
 
 BOOTSTRAP_PATH = str(Path(driver_bootstrap.__file__).resolve())
-TOKEN_CONF_KEY = "spark.zeta.attemptToken"
 
 #: Environment a task process gives its children that a Spark driver must not inherit: the task
 #: supervisor sets an unusable metadata DB URL, and the driver must not act as Airflow anyway.
@@ -38,7 +41,15 @@ def spark_submit_command(
     bootstrap_args: list[str],
     conf: dict[str, Any] | None,
     hook_kwargs: dict[str, Any] | None,
+    options: dict[str, Any] | None = None,
+    where: str = "ZetaSparkJobOperator",
 ) -> list[str]:
+    """The spark-submit command of one attempt, as ``SparkSubmitHook`` builds it.
+
+    The hook's constructor arguments come from ``core.submit_options.hook_arguments`` (the rule:
+    which option becomes which flag, checked again here once templates are rendered); the hook
+    turns them, and the connection, into the command line.
+    """
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk import BaseHook
 
@@ -51,15 +62,16 @@ def spark_submit_command(
             f"AIRFLOW_CONN_{conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}', "
             "or for a standalone cluster host spark://HOST with port 7077."
         ) from None
-    merged_conf = dict(conf or {})
-    merged_conf[TOKEN_CONF_KEY] = token
-    merged_conf.setdefault("spark.ui.showConsoleProgress", "false")
     hook = SparkSubmitHook(
         conn_id=conn_id,
-        conf=merged_conf,
-        name=f"zeta-{token}",
-        application_args=bootstrap_args,
-        **(hook_kwargs or {}),
+        **hook_arguments(
+            token=token,
+            conf=conf,
+            application_args=bootstrap_args,
+            options=options,
+            hook_kwargs=hook_kwargs,
+            where=where,
+        ),
     )
     if hook._connection.get("deploy_mode") == "cluster":
         raise ValueError(

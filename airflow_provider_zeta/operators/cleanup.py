@@ -1,67 +1,106 @@
-"""DelayedCleanupOperator: keep a run's staging and replaced partitions for a window, then delete them (G4, G5).
+"""The delayed cleanup (G4, G5): the run records what to delete and when; the cleanup DAG deletes it then.
 
 Purpose
     After a pipeline run is done, successful or not, its staging data (every attempt's directory:
     ledger, output, driver log) and the partitions it replaced (tombstones) are kept for a
     retention window — late readers and late callbacks still find them — and then deleted, once,
-    even if the scheduler, the triggerer or the worker restarts in between. Drivers of the run
-    still alive are stopped first (G8).
+    at the due time, even if the scheduler, the triggerer or a worker restarts in between. Drivers
+    of the run still alive are stopped first (G8). The window never holds the run open: the run
+    ends ``success`` or ``failed`` as soon as its work is done.
 
 How it works
-    The rules are in ``core/cleanup.py``; this operator is the adapter. It is an Airflow *teardown*:
-    it runs when all its upstream tasks are done, whatever their state, and Airflow leaves it out
-    when it decides the run's state — a run whose sources failed still ends ``failed``, a run that
-    published ends ``success``.
+    Two operators; the rules are in ``core/cleanup.py``.
 
-    1. ``decide_start`` over the record in its task state store (kept across retries and clears)
-       and the record file of its incarnation: ``open_window`` (no record yet), ``resume_window``
-       / ``resume_from_file`` (a record exists: its original due time stands), ``already_cleaned``,
-       or ``corrupt_record`` / ``future_record`` (fail, delete nothing).
+    ``DelayedCleanupOperator`` is the pipeline's last task, an Airflow *teardown* (it runs
+    whatever its upstream tasks' states, and Airflow leaves it out when it decides the run's state:
+    a run whose sources failed still ends ``failed``). It does not wait:
+
+    1. ``decide_start`` over the record in its task state store and the record file of its
+       incarnation: ``open_window`` (no record yet), ``resume_window`` / ``resume_from_file`` (a
+       record exists: its due time stands), ``already_cleaned``, or ``corrupt_record`` /
+       ``future_record`` (fail, delete nothing).
     2. ``open_window``: stop the run's drivers that have not ended, list the run's attempt
        directories (of its upstream tasks) and its pending/tombstone directories, adopt the pending
-       records of its own earlier incarnations, and write the record: file first, then the store.
-    3. Defer on Airflow's ``DateTimeTrigger`` until the due time (absolute). Within 12 s of it,
-       wait in the task instead (a trigger firing that soon makes Airflow retry the task).
-    4. At the due time: write to the task state store (a cleared or reset try is refused here,
-       before it deletes anything), delete exactly the recorded paths, mark the record cleaned,
-       delete the record files.
+       records of its own earlier incarnations, and write the record — due time as an absolute
+       moment, paths, owner incarnation: the file first (the durable intent), then the store.
+    3. Emit an event of ``CLEANUP_ASSET`` naming the record, and end.
+
+    ``CarryOutCleanupsOperator`` is the task of the cleanup DAG (``maintenance.zeta_cleanup_dag``),
+    scheduled on ``CLEANUP_ASSET``. A run of it takes the records named by its triggering events
+    and, at its first look, every other pending record in the state root, and handles them soonest
+    first. The scan is not a convenience: Airflow queues an asset-triggered DAG in one row per
+    (asset, DAG), and an event that arrives while that row exists is folded into it; the run then
+    created lists only the events up to the row's creation, and no later run lists the folded one
+    (seen in the chaos run: a backfill's record, announced in the same second as another run's,
+    was named by no run). Its record was written before its event, hence before the next run of
+    the cleanup DAG starts, so that run's scan takes it. Several runs may wait for one record;
+    the first to look at the due time carries it out and the others find it gone.
+
+
+    * defers on Airflow's ``DateTimeTrigger`` until the next due time (absolute: a triggerer restart
+      re-creates the same wait; within 12 s it waits in the task instead);
+    * at the due time asks Airflow for the run's state and incarnation and follows
+      ``core.cleanup.decide_due``: ``due`` / ``run_gone`` (delete exactly the recorded paths,
+      idempotently, then the record files), ``adopted`` (a newer incarnation's cleanup took the
+      paths over: only the file goes), ``newer_incarnation_active`` (look again after
+      ``recheck_interval``), ``newer_incarnation_ended`` (a newer incarnation read these attempts
+      and its own cleanup was not cleared: the old paths, its staging and the tombstone it made get
+      a new record with a full window, waited for in turn).
+
+    Progress lives on storage (a carried-out record's file is gone), so a retry, a worker kill or a
+    scheduler restart resumes where it was: nothing is deleted twice and no window restarts.
+    The crash windows are named (``failure_window``): ``after_record_file`` (the record file
+    written, not yet stored nor announced), ``before_delete`` and ``after_delete`` (around the
+    deletion of a due record); each is tested with a SIGKILL there (tests/test_cleanup_windows.py).
 
 What it does not do
     It never deletes a published partition, nor anything outside the run's own directories
-    (``core.cleanup.check_paths`` refuses such a record). If the cleanup task never runs (the run
-    was marked failed by hand, the task was removed), the sweep (``ZetaSweepOperator``) does it.
+    (``core.cleanup.check_paths`` refuses such a record). Without a cleanup DAG deployed, or when a
+    run's cleanup task never ran (the run was marked failed by hand, the task was removed), the
+    sweep (``ZetaSweepOperator``) carries the records out once they are past due, a sweep period
+    late. The check of the run's incarnation and the deletion are not one atomic step: a run
+    cleared while its cleanup deletes (the deletion takes as long as its paths do, minutes on an
+    object store) can find an attempt gone; its completed
+    point then fails on the missing attempt (``unverified_attempt``) and publishes nothing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.cleanup import (
     RECORD_KEY,
     CleanupRecord,
+    DueAction,
     RecordStatus,
     StartAction,
-    decide_resume,
+    decide_due,
     decide_start,
     new_record,
     parse_cleanup_record,
     record_from_store,
     record_store_values,
-    wait_until,
+)
+from airflow_provider_zeta.core.durations import (
+    Duration,
+    check_duration_unless_template,
+    duration_or_default,
+    duration_seconds,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.paths import cleanup_record_path, run_attempts_dir
+from airflow_provider_zeta.core.paths import cleanup_record_path
 from airflow_provider_zeta.janitor import (
     carry_out,
     delete_record_files,
     driver_views,
     find_leftovers,
-    forget_run,
+    finish_record,
+    list_runs,
     read_records,
     stop_drivers,
     write_record_file,
@@ -71,14 +110,18 @@ from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-#: Written just before deleting: the execution API refuses it from a try that was cleared or reset.
-FENCE_KEY = "zeta_cleanup_deleting"
+#: Every pipeline cleanup emits an event of this Asset when it records a window; the cleanup DAG
+#: (``maintenance.zeta_cleanup_dag``) is scheduled on it. The event's ``extra["zeta_cleanup"]``
+#: names the record: dag_id, run_id, owner (the cleanup task id), incarnation, due_at.
+CLEANUP_ASSET = Asset(name="zeta_cleanup_recorded", uri="zeta://cleanup/recorded")
+EVENT_KEY = "zeta_cleanup"
 
 
 class DelayedCleanupOperator(BaseOperator):
-    """Delete a run's staging and tombstones after a retention window; a teardown task.
+    """Record the run's cleanup (what to delete, when) and end; a teardown task.
 
-    :param retention: seconds to keep the data after the run's other tasks are done (templated);
+    :param retention: how long to keep the data after the run's other tasks are done, a
+        ``timedelta`` or seconds (templated);
         default ``[zeta] cleanup_retention``.
     :param task_ids: tasks whose attempt directories this cleanup owns; default its upstream tasks.
     :param output_roots: output tables whose pending directories and tombstones of this run it
@@ -91,25 +134,23 @@ class DelayedCleanupOperator(BaseOperator):
     def __init__(
         self,
         *,
-        retention: float | str | None = None,
+        retention: Duration | None = None,
         task_ids: Sequence[str] | None = None,
         output_roots: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
-        # A retry resumes the same window from the record (the due time stands), so retrying is
-        # always safe; it also absorbs Airflow's spurious "executor reports success but the task is
-        # queued" failure when a trigger wakes the task within seconds of its deferral.
+        # A retry takes up the record it wrote (the due time stands), so retrying is always safe.
         kwargs.setdefault("retries", 3)
         kwargs.setdefault("retry_delay", dt.timedelta(seconds=5))
+        # The cleanup DAG is scheduled on this Asset: it is added to any outlets the user gives.
+        outlets = list(kwargs.pop("outlets", None) or [])
+        kwargs["outlets"] = outlets if CLEANUP_ASSET in outlets else [*outlets, CLEANUP_ASSET]
         super().__init__(**kwargs)
-        if retention is not None and not isinstance(retention, str):
-            _seconds(retention, self.task_id)  # a template is checked once rendered
+        check_duration_unless_template(retention, f"{self.task_id}: 'retention'", allow_zero=True)
         self.retention = retention
         self.task_ids = list(task_ids) if task_ids is not None else None
         self.output_roots = list(output_roots) if output_roots is not None else None
         self.as_teardown()
-
-    # -- entry points
 
     def execute(self, context: Context) -> Any:
         state, retention = self._state_and_retention()
@@ -120,14 +161,13 @@ class DelayedCleanupOperator(BaseOperator):
             on_file = parse_cleanup_record(state.read_bytes(file_path), state.url_of(file_path))
         except CorruptState as error:
             on_file = error
-        decision = decide_start(incarnation, stored, on_file, _max_tries(context))
+        decision = decide_start(incarnation, stored, on_file)
         self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
         if decision.action is StartAction.FAIL:
             raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
         if decision.action is StartAction.ALREADY_CLEANED:
             assert decision.record is not None
-            self._finish(state, decision.record)  # a crash may have come between cleaned and the files
-            return self._summary(decision.record, deleted=None)
+            return _summary(decision.record)
         if decision.action is StartAction.RESUME:
             record = decision.record
             assert record is not None
@@ -135,25 +175,24 @@ class DelayedCleanupOperator(BaseOperator):
                 self._store(context, record)
         else:
             record = self._open_window(context, state, dag_id, run_id, incarnation, retention, stored)
-        return self._wait_or_clean(context, state, record, retention)
+        self._announce(context, record)
+        return _summary(record)
 
     def execute_complete(self, context: Context, event: Any = None) -> Any:
-        state, retention = self._state_and_retention()
+        """A try deferred by an earlier version (which waited inside the run): hand over and end."""
         _, _, incarnation = self._owner(context)
-        decision = decide_resume(incarnation, self._stored(context), _max_tries(context))
-        self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
-        if decision.action is StartAction.FAIL:
-            raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
-        assert decision.record is not None
-        if decision.action is StartAction.ALREADY_CLEANED:
-            self._finish(state, decision.record)
-            return self._summary(decision.record, deleted=None)
-        return self._wait_or_clean(context, state, decision.record, retention)
+        stored = self._stored(context)
+        if not isinstance(stored, CleanupRecord) or stored.incarnation != incarnation:
+            raise AirflowFailException(
+                f"[zeta.cleanup.missing_record] no cleanup record of incarnation {incarnation} in the task "
+                "state store after the wait; nothing was deleted (the sweep deletes the run's data once it has ended)"
+            )
+        self.log.info("zeta.cleanup.handed_over: the cleanup DAG carries out the record (due %.0f)", stored.due_at)
+        self._announce(context, stored)
+        return _summary(stored)
 
     def failure_window(self, name: str, context: Context) -> None:
-        """Hook for tests: called at ``after_record_file``, ``before_delete``, ``after_delete``."""
-
-    # -- steps
+        """Hook for tests: called at ``after_record_file``."""
 
     def _open_window(self, context, state, dag_id, run_id, incarnation, retention, stored) -> CleanupRecord:
         leftovers, attempts = find_leftovers(
@@ -162,21 +201,18 @@ class DelayedCleanupOperator(BaseOperator):
         live = [d for d in driver_views(state, attempts) if d.live]
         stopped = stop_drivers(state, live) if live else []
         if stopped:
-            self.log.info("zeta.cleanup: stopped %d driver(s) still alive for the ended run: %s", len(stopped), stopped)
+            self.log.info("zeta.cleanup: stopped %d driver(s) still alive for the ended run", len(stopped))
         older = self._own_older_records(state, dag_id, run_id, incarnation, stored)
-        record = new_record(
-            dag_id, run_id, incarnation, self.task_id, time.time(), retention, leftovers, older, stopped,
-            task_max_tries=_max_tries(context),
-        )
-        write_record_file(state, record)  # 1. the file: the sweep finds it even if this task never returns
+        record = new_record(dag_id, run_id, incarnation, self.task_id, time.time(), retention, leftovers, older, stopped)
+        write_record_file(state, record)  # 1. the file: the durable intent, found by the cleanup DAG and the sweep
         self.failure_window("after_record_file", context)
-        self._store(context, record)  # 2. the task's own copy
+        self._store(context, record)  # 2. the task's own copy (a retry resumes from it)
         self.log.info(
-            "zeta.cleanup: record of incarnation %d: %d paths, adopted %s, due in %.0fs",
+            "zeta.cleanup: record of incarnation %d: %d paths, adopted %s, due at %s",
             incarnation,
             record.paths_count,
             list(record.adopted),
-            record.due_at - time.time(),
+            dt.datetime.fromtimestamp(record.due_at, dt.timezone.utc).isoformat(),
         )
         return record
 
@@ -191,57 +227,24 @@ class DelayedCleanupOperator(BaseOperator):
             older.setdefault(stored.incarnation, stored)
         return [older[i] for i in sorted(older)]
 
-    def _wait_or_clean(self, context, state, record: CleanupRecord, retention: float) -> Any:
-        from airflow_provider_zeta.triggers import MIN_DEFERRAL_SECONDS
-
-        now = time.time()
-        moment = wait_until(record, now, retention)
-        if moment is not None and moment - now >= MIN_DEFERRAL_SECONDS:
-            from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-
-            self.log.info("zeta.cleanup: waiting until %s", dt.datetime.fromtimestamp(moment, dt.timezone.utc))
-            self.defer(
-                trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.timezone.utc)),
-                method_name="execute_complete",
-            )
-        if moment is not None:
-            time.sleep(max(0.0, moment - time.time()))
-        return self._clean(context, state, record)
-
-    def _clean(self, context, state, record: CleanupRecord) -> dict[str, Any]:
-        store = context["task_state_store"]
-
-        def fence() -> None:
-            store.set(FENCE_KEY, {"incarnation": record.incarnation, "at": time.time()})
-
-        self.failure_window("before_delete", context)
-        deleted = carry_out(state, record, open_state_storage, before_delete=fence)
-        done = record.with_changes(status=RecordStatus.CLEANED, cleaned_at=time.time())
-        self._store(context, done)
-        self.failure_window("after_delete", context)
-        self._finish(state, done)
-        self.log.info("zeta.cleanup.cleaned: %d of %d paths deleted", deleted, record.paths_count)
-        return self._summary(done, deleted)
-
-    def _finish(self, state, record: CleanupRecord) -> None:
-        """After the deletion (and again on a re-run that finds it done): the record files of this
-        window and of the windows it adopted go, and with nothing else left, the run's bookkeeping."""
-        remaining = []
-        for other in read_records(state, record.dag_id, record.run_id):
-            if isinstance(other, CleanupRecord) and other.owner == record.owner and (
-                other.incarnation == record.incarnation or other.incarnation in record.adopted
-            ):
-                delete_record_files(state, [other])
-            else:
-                remaining.append(other)
-        if not remaining and not state.list_dir(run_attempts_dir(record.dag_id, record.run_id)):
-            forget_run(state, record.dag_id, record.run_id)
-
-    # -- helpers
+    def _announce(self, context: Context, record: CleanupRecord) -> None:
+        """Name the record in the Asset event the cleanup DAG is scheduled on."""
+        if CLEANUP_ASSET not in (self.outlets or []):
+            return
+        context["outlet_events"][CLEANUP_ASSET].extra = {
+            EVENT_KEY: {
+                "dag_id": record.dag_id,
+                "run_id": record.run_id,
+                "owner": record.owner,
+                "incarnation": record.incarnation,
+                "due_at": record.due_at,
+            }
+        }
 
     def _state_and_retention(self):
         settings = ZetaSettings.load()
-        retention = settings.cleanup_retention if self.retention in (None, "") else _seconds(self.retention, self.task_id)
+        name = f"{self.task_id}: 'retention'"
+        retention = duration_or_default(self.retention, settings.cleanup_retention, name, allow_zero=True)
         return open_state_storage(settings.state_root), retention
 
     def _owner(self, context: Context) -> tuple[str, str, int]:
@@ -266,30 +269,165 @@ class DelayedCleanupOperator(BaseOperator):
         for key, value in record_store_values(record):
             store.set(key, value)
 
+
+class CarryOutCleanupsOperator(BaseOperator):
+    """The cleanup DAG's task: wait for each named record's due time, then carry it out (G4, G5).
+
+    :param recheck_interval: time between looks at a run whose newer incarnation is still active, a
+        ``timedelta`` or seconds.
+    """
+
+    ui_color = "#d3d3d3"
+
+    def __init__(self, *, recheck_interval: Duration = 15.0, **kwargs: Any) -> None:
+        kwargs.setdefault("retries", 3)
+        kwargs.setdefault("retry_delay", dt.timedelta(seconds=5))
+        super().__init__(**kwargs)
+        self.recheck_interval = duration_seconds(recheck_interval, f"{self.task_id}: 'recheck_interval'")
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        # First look (a retry too): every pending record, not only the ones the events name; see
+        # the module docstring for the events Airflow folds away.
+        state = open_state_storage(ZetaSettings.load().state_root)
+        return self._work(context, renewed=sorted(self._pending(state)))
+
+    def resume(self, context: Context, event: Any = None, renewed: Sequence[Sequence[Any]] = ()) -> dict[str, Any]:
+        return self._work(context, renewed)
+
+    def failure_window(self, name: str, context: Context, record: CleanupRecord | None = None) -> None:
+        """Hook for tests: called at ``before_delete`` and ``after_delete`` with the record being
+        carried out (the run's cleanup DAG task handles every pending record, a test arms one)."""
+
+    def _work(self, context: Context, renewed: Iterable[Sequence[Any]]) -> dict[str, Any]:
+        from airflow_provider_zeta.operators.sweep import run_status
+        from airflow_provider_zeta.triggers import MIN_DEFERRAL_SECONDS
+
+        state = open_state_storage(ZetaSettings.load().state_root)
+        ti = context["ti"]
+        # (dag_id, run_id, owner, incarnation) of each record this run carries out: the ones its
+        # events name, and the renewals it wrote itself (kept across deferrals in the resume kwargs).
+        wanted = _named_records_of(context) | {(str(d), str(r), str(o), int(i)) for d, r, o, i in renewed}
+        handled: set[tuple[Any, ...]] = set()
+        summary: dict[str, Any] = {"records": len(wanted), "carried_out": [], "renewed": [], "dropped": [], "deleted": 0}
+        while True:
+            waits: list[float] = []
+            now = time.time()
+            # A record past its due time that no run carried out (its run failed for good, say) is
+            # taken by whichever run looks next (deleting twice is a no-op).
+            wanted |= self._pending(state, due_by=now)
+            for dag_id, run_id, owner, incarnation in sorted(wanted):
+                records = read_records(state, dag_id, run_id)
+                valid = [r for r in records if isinstance(r, CleanupRecord)]
+                mine = [
+                    r for r in valid if r.owner == owner and r.incarnation == incarnation and r.status is RecordStatus.PENDING
+                ]
+                for record in mine:
+                    if record.due_at > now:
+                        waits.append(record.due_at)
+                        continue
+                    record_key = (dag_id, run_id, owner, record.incarnation, record.created_at)
+                    if record_key in handled:
+                        # Carried out by this task already, yet its file is back or never went:
+                        # leave it to the sweep rather than loop.
+                        self.log.warning("zeta.cleanup: record %s is still pending after it was carried out", record_key)
+                        continue
+                    status = run_status(ti, dag_id, run_id)
+                    uncovered, _ = find_leftovers(state, dag_id, run_id, open_state_storage)
+                    uncovered = uncovered.minus([r for r in valid if r.status is RecordStatus.PENDING])
+                    decision = decide_due(record, status, valid, uncovered, now, self.recheck_interval)
+                    label = f"{dag_id} {run_id} {owner} incarnation {record.incarnation}"
+                    self.log.info("zeta.cleanup.%s: %s: %s", decision.rule, label, decision.reason)
+                    if decision.action is DueAction.CARRY_OUT:
+                        # Asked again just before deleting: a run cleared a moment ago is left to its
+                        # new incarnation (this record is then renewed or adopted at the next look).
+                        again = run_status(ti, dag_id, run_id)
+                        if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
+                            self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
+                            waits.append(time.time())
+                            continue
+                        self.failure_window("before_delete", context, record)
+                        summary["deleted"] += carry_out(state, record, open_state_storage)
+                        self.failure_window("after_delete", context, record)
+                        finish_record(state, record)
+                        handled.add(record_key)
+                        summary["carried_out"].append(label)
+                        self.log.info("zeta.cleanup.cleaned: %s, %s late", label, f"{time.time() - record.due_at:.1f}s")
+                        waits.append(time.time())  # look again: another record of the owner may be due
+                    elif decision.action is DueAction.DROP:
+                        delete_record_files(state, [record])
+                        summary["dropped"].append(label)
+                        waits.append(time.time())
+                    elif decision.action is DueAction.RENEW:
+                        assert decision.record is not None
+                        renewal = decision.record
+                        write_record_file(state, renewal)  # the new record first, then the files it replaces
+                        delete_record_files(
+                            state, [r for r in valid if r.owner == owner and r.incarnation in renewal.adopted]
+                        )
+                        summary["renewed"].append(label)
+                        wanted.add((dag_id, run_id, owner, int(renewal.incarnation or 0)))
+                        waits.append(time.time())
+                    elif decision.until is not None:
+                        waits.append(decision.until)
+                    break  # look at this owner's records again: the step changed them
+            if not waits:
+                self.log.info("zeta.cleanup: nothing left to wait for: %s", summary)
+                return summary
+            moment = min(waits)
+            if moment - time.time() >= MIN_DEFERRAL_SECONDS:
+                from airflow.providers.standard.triggers.temporal import DateTimeTrigger
+
+                self.log.info("zeta.cleanup.waiting: until %s", dt.datetime.fromtimestamp(moment, dt.timezone.utc).isoformat())
+                own = [list(item) for item in sorted(wanted - _named_records_of(context))]
+                self.defer(
+                    trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.timezone.utc)),
+                    method_name="resume",
+                    kwargs={"renewed": own},
+                )
+            time.sleep(max(0.0, moment - time.time()))
+
     @staticmethod
-    def _summary(record: CleanupRecord, deleted: int | None) -> dict[str, Any]:
-        return {
-            "status": record.status.value,
-            "incarnation": record.incarnation,
-            "due_at": record.due_at,
-            "cleaned_at": record.cleaned_at,
-            "paths": record.paths_count,
-            "deleted": deleted,
-            "adopted": list(record.adopted),
-            "stopped_drivers": list(record.stopped_drivers),
-        }
+    def _pending(state, due_by: float | None = None) -> set[tuple[str, str, str, int]]:
+        """(dag_id, run_id, owner, incarnation) of every pending cleanup-task record (due by
+        ``due_by`` when given)."""
+        found = set()
+        for dag_id, run_id in list_runs(state):
+            for record in read_records(state, dag_id, run_id):
+                if (
+                    isinstance(record, CleanupRecord)
+                    and record.incarnation is not None
+                    and record.status is RecordStatus.PENDING
+                    and (due_by is None or record.due_at <= due_by)
+                ):
+                    found.add((dag_id, run_id, record.owner, record.incarnation))
+        return found
 
 
-def _seconds(value: Any, task_id: str) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        seconds = -1.0
-    if seconds < 0 or seconds != seconds:
-        raise ValueError(f"{task_id}: 'retention' must be a number of seconds >= 0, got {value!r}")
-    return seconds
+def _named_records_of(context: Context) -> set[tuple[str, str, str, int]]:
+    return set(_named_records(_triggering_events(context)))
 
 
-def _max_tries(context: Context) -> int | None:
-    value = getattr(context["ti"], "max_tries", None)
-    return None if value is None else int(value)
+def _triggering_events(context: Context) -> Iterable[Any]:
+    events = context.get("triggering_asset_events") or {}
+    for key in list(events):
+        yield from events[key]
+
+
+def _named_records(events: Iterable[Any]) -> Iterable[tuple[str, str, str, int]]:
+    for event in events:
+        named = (getattr(event, "extra", None) or {}).get(EVENT_KEY)
+        if isinstance(named, dict) and all(isinstance(named.get(k), str) for k in ("dag_id", "run_id", "owner")):
+            if isinstance(named.get("incarnation"), int):
+                yield named["dag_id"], named["run_id"], named["owner"], named["incarnation"]
+
+
+def _summary(record: CleanupRecord) -> dict[str, Any]:
+    return {
+        "status": record.status.value,
+        "incarnation": record.incarnation,
+        "due_at": record.due_at,
+        "cleaned_at": record.cleaned_at,
+        "paths": record.paths_count,
+        "adopted": list(record.adopted),
+        "stopped_drivers": len(record.stopped_drivers),
+    }

@@ -2,25 +2,57 @@
 
 Purpose
     Turn the ready set (``ReadyToCloseSensor``'s return value) into the run's partition
-    ``{output}/ds={ds}/source={name}/...``, so that ``spark.read.parquet(output)`` sees all sources of
-    the partition or none of them, exactly once, and never an output of an attempt that did not report.
+    ``{output}/<partition>/source={name}/...`` (``partition``: a templated spec, default
+    ``ds={{ ds }}``, e.g. ``ds={{ ds }}/hour={{ logical_date.strftime('%H') }}`` for an hourly
+    schedule), so that ``spark.read.parquet(output)`` sees all sources of the partition or none of them, exactly once, and never an output of an attempt that did not report.
 
 How it works
     ``core.publish`` decides; this operator moves files. It re-checks every reported attempt's
-    ledger (succeeded, same output), computes the commit id from (ds, incarnation, tokens), reads the
-    partition's commit marker, and then, by ``core.publish.decide_publish``:
+    ledger (succeeded, same output, same rows), renders and checks the partition spec
+    (``core.publish.parse_partition``), computes the commit id from (DAG, pipeline, run, ds,
+    partition, incarnation, tokens), reads the partition's commit marker and those of the paths
+    enclosing it, and then, by
+    ``core.publish.decide_publish``:
 
-    * ``first_publish`` / ``newer_incarnation``: copies each reported token's staging output — read
-      from that token's own attempt directory, nothing else — into a hidden
-      ``{output}/_zeta_pending/<dag>/<run>/<commit>-<nonce>/ds={ds}/``, writes the commit marker there, moves an older
-      incarnation's partition aside to ``{output}/_zeta_tombstones/<dag>/<run>/`` (the delayed cleanup deletes it
-      later), and renames the assembled partition into place in one step;
+    * ``first_publish`` / ``newer_incarnation``: checks each reported token's staging against the
+      files its driver recorded in its ledger at finish (``core.publish.staging_problem``: a missing
+      directory, a missing, extra or resized file fails the task naming the source and the token,
+      and nothing is published); copies the staging — read from that token's own attempt directory,
+      nothing else — into a hidden ``{output}/_zeta_pending/<dag>/<run>/<commit>-<nonce>/<partition>/``
+      and checks the copy the same way; writes the commit marker there; moves an older
+      incarnation's partition aside to ``{output}/_zeta_tombstones/<dag>/<run>/`` (the delayed
+      cleanup deletes it later); renames the assembled partition into place in one step; and
+      removes its pending directories (the run's and the DAG's, when empty);
     * ``already_published`` (a re-execution) and ``late_report_ignored``: nothing;
-    * ``foreign_partition``, ``stale_commit``, ``corrupt_marker``: fail, change nothing.
+    * ``partition_inside_another``, ``partition_holds_others`` (partitions never nest),
+      ``foreign_partition``, ``partition_of_another_owner`` (another DAG, pipeline or run published
+      this partition into the table), ``stale_commit``, ``corrupt_marker``: fail, change nothing.
 
-    A crash at any point leaves either the old state or the new one plus leftovers that a re-run
-    replaces (the pending directory) or the cleanup removes (the tombstone). On success it emits an
-    Asset event for the output with the commit id and rows per source in its ``extra``.
+    Crash windows are named (``failure_window``): ``after_assemble`` (the pending partition is
+    complete, the table untouched), ``between_renames`` (a replaced partition is a tombstone, the
+    new one not yet in place: the table has *no* such partition until the retry) and
+    ``after_publish``. The task has ``retries=3`` by default: a retry after any of them finds the old
+    partition (nothing changed: it publishes), no partition (``between_renames``: it publishes the
+    new one, ``first_publish``) or its own commit (``already_published``). A reader therefore sees the
+    old partition or the new one, and — only while the task is down between the two renames of a
+    replacement — none; never a mix. Leftovers are the pending directory (a retry assembles anew; the
+    delayed cleanup deletes the old one) and the tombstone.
+
+Asset events: exactly one per new commit
+    The task declares the ``AssetAlias`` ``zeta-commits:<asset name>`` as its outlet, not the Asset
+    itself, and adds an event for the Asset to it only for a commit not announced yet
+    (``core.publish.should_announce``): a new commit, or the retry of a try killed after its rename
+    (``after_publish``). A no-op re-execution after a clear (``already_published``,
+    ``late_report_ignored``) emits nothing, so consumers scheduled on the Asset run once per commit.
+    The event's ``extra`` carries the commit id, owner and rows per source.
+
+OpenLineage
+    With ``apache-airflow-providers-openlineage`` installed and enabled, the task's COMPLETE event
+    carries its output (``get_openlineage_facets_on_complete``, built by ``lineage.py``): the table
+    at ``output_root`` as one dataset, the partition ``ds=...`` it published as the ``subset``
+    output facet, the commit id as the dataset ``version``, the rows written (a new commit only) as
+    ``outputStatistics``, and a ``zeta_commit`` run facet (commit, owner, sources with their
+    tokens and rows, the publish rule). A failed try reports no output.
 
 Where the publish is atomic
     On a local filesystem (and NFS, HDFS) a directory rename is atomic: readers see all sources or
@@ -33,29 +65,47 @@ from __future__ import annotations
 
 import time
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.paths import LEDGER_FILE, OUTPUT_DIR, attempt_dir, run_pending_dir, run_tombstones_dir
+from airflow_provider_zeta.core.paths import LEDGER_FILE, OUTPUT_DIR, attempt_dir, run_pending_dir, tombstone_dir
 from airflow_provider_zeta.core.publish import (
     COMMIT_MARKER,
+    DEFAULT_PARTITION,
+    BadPartitionSpec,
+    CommitMarker,
     MissingPartitionKey,
+    Owner,
     PublishAction,
     asset_extra,
+    check_partition_spec,
     commit_id,
     decide_publish,
+    enclosing_partitions,
     marker_for,
+    nested_partitions,
     parse_commit_marker,
-    partition_dir,
     partition_key,
+    partition_path,
+    should_announce,
     source_dir,
+    staging_problem,
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output
+
+#: Parent levels of a pending directory removed after a publish when empty: ``<run>``, ``<dag>``.
+#: ``_zeta_pending`` itself stays: other DAGs' publishers create their directories under it.
+PENDING_LEVELS_TO_PRUNE = 2
+#: Task state store keys: the commit a try is about to rename into place (the orphan fence), and
+#: the last commit whose Asset event was emitted.
+PUBLISHING_KEY = "zeta_publishing"
+ANNOUNCED_KEY = "zeta_announced"
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -67,28 +117,71 @@ class CompletedPointOperator(BaseOperator):
     :param output_root: the output table's root: a path or an ObjectStoragePath URL (templated).
         (Not ``output``: that name is BaseOperator's XCom reference.)
     :param ready_task_id: task id of the ``ReadyToCloseSensor`` whose return value is the ready set.
-    :param asset: optional ``Asset`` for the output; the task emits an event for it with the commit.
+    :param asset: optional ``Asset`` for the output; the task emits one event for it per new commit.
+    :param pipeline_id: the pipeline this publish belongs to (part of the commit's owner, with the
+        DAG and the run); default: the task's TaskGroup id, or its task id outside a group.
+    :param partition: the run's partition spec (templated), default ``"ds={{ ds }}"``: once
+        rendered, one or more ``key=value`` path segments joined by ``/``, e.g.
+        ``"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}"`` for an hourly schedule
+        (``core.publish.parse_partition`` says what is accepted). The partition lands at
+        ``{output_root}/<rendered partition>/source={name}/``.
+
+    ``retries`` defaults to 3 and ``retry_delay`` to 10 seconds: a worker lost between the two
+    renames of a replacement leaves the table without the partition until the retry publishes it.
     """
 
-    template_fields = ("output_root",)
+    template_fields = ("output_root", "partition")
     ui_color = "#ffd700"
 
-    def __init__(self, *, output_root: str, ready_task_id: str, asset: Any | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        output_root: str,
+        ready_task_id: str,
+        asset: Any | None = None,
+        pipeline_id: str | None = None,
+        partition: str = DEFAULT_PARTITION,
+        **kwargs: Any,
+    ) -> None:
         if asset is not None:
-            kwargs.setdefault("outlets", [asset])
+            kwargs.setdefault("outlets", [commit_alias(asset)])
+        kwargs.setdefault("retries", 3)
+        kwargs.setdefault("retry_delay", timedelta(seconds=10))
         super().__init__(**kwargs)
         if not output_root:
             raise ValueError(f"{self.task_id}: 'output_root' must be the output table's root path or URL")
         self.output_root = output_root
+        self.partition = check_partition_spec(partition, self.task_id)
         self.ready_task_id = ready_task_id
         self.asset = asset
+        group = getattr(self, "task_group", None)
+        self.pipeline_id = pipeline_id or (group.group_id if group is not None and group.group_id else self.task_id)
+        #: What this execution returned (the partition it published or found published), for OpenLineage.
+        self._published: dict[str, Any] | None = None
+
+    def failure_window(self, name: str, context: Context) -> None:
+        """Called at each named point where a crash changes what the next try finds.
+
+        ``after_assemble`` (pending partition complete, table untouched), ``between_renames`` (the
+        replaced partition is a tombstone, the new one not in place) and ``after_publish`` (before
+        the Asset event and the return value). A no-op here; tests override it to kill the task
+        process exactly there.
+        """
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        # A run without a logical date has no partition: said plainly, before the spec's template
+        # fails on the missing ``ds`` with a Jinja error.
+        if not context.get("ds"):
+            require_logical_date(context)
+        super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
+        ds = require_logical_date(context)
         try:
-            ds = partition_key(context.get("ds") if context.get("logical_date") else None, ti.run_id)
-        except MissingPartitionKey as error:
-            raise AirflowFailException(str(error)) from None
+            part = partition_path(self.partition)
+        except BadPartitionSpec as error:
+            raise AirflowFailException(f"[zeta.publish.bad_partition] {self.task_id}: {error}") from None
         try:
             incarnation, sources = parse_ready_set(ti.xcom_pull(task_ids=self.ready_task_id))
         except CorruptState as error:
@@ -96,9 +189,9 @@ class CompletedPointOperator(BaseOperator):
 
         state = open_state_storage(ZetaSettings.load().state_root)
         out = open_state_storage(self.output_root)
-        part = partition_dir(ds)
-        ours = commit_id(ds, incarnation, sources, ti.run_id)
-        staging: dict[str, str] | None = None
+        owner = Owner(ti.dag_id, self.pipeline_id, ti.run_id)
+        ours = commit_id(ds, incarnation, sources, owner, part)
+        staging: dict[str, tuple[str, dict[str, int] | None]] | None = None
         tombstone = None
         for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
             try:
@@ -107,7 +200,16 @@ class CompletedPointOperator(BaseOperator):
                 )
             except CorruptState as error:
                 existing = error
-            decision = decide_publish(ours, incarnation, out.exists(part), existing, ti.run_id)
+            exists = out.exists(part)
+            decision = decide_publish(
+                ours,
+                incarnation,
+                exists,
+                existing,
+                owner,
+                enclosing=enclosing_markers(out, part),
+                nested=nested_partitions(part, out.file_sizes(part)) if exists and existing is None else (),
+            )
             self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is PublishAction.FAIL:
                 raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
@@ -121,13 +223,14 @@ class CompletedPointOperator(BaseOperator):
                 # Registered before anything is written into the table, so that the cleanup and
                 # the sweep know where this run's pending directories and tombstones can be.
                 register_output(state, ti.dag_id, ti.run_id, self.output_root)
-            marker = marker_for(ours, ds, incarnation, sources, time.time(), ti.run_id)
+            marker = marker_for(ours, ds, incarnation, sources, time.time(), owner, part)
             replaced = existing.commit_id if decision.action is PublishAction.REPLACE else None
 
             def fence() -> None:
                 # The execution API refuses this write from a try the scheduler has reset: an
                 # orphaned try stops here, before it can rename anything into the table.
-                context["task_state_store"].set("zeta_publishing", {"commit_id": ours, "at": time.time()})
+                context["task_state_store"].set(PUBLISHING_KEY, {"commit_id": ours, "at": time.time()})
+                self.failure_window("after_assemble", context)
 
             try:
                 tombstone = publish_partition(
@@ -140,19 +243,57 @@ class CompletedPointOperator(BaseOperator):
                     run_key=(ti.dag_id, ti.run_id),
                     log=self.log,
                     before_swap=fence,
+                    between_renames=lambda: self.failure_window("between_renames", context),
                 )
                 break
             except PartitionTaken:
                 continue
+            except StagingMismatch as error:
+                raise AirflowFailException(f"[zeta.publish.staging_mismatch] {error}; nothing was published") from None
         else:
             raise AirflowFailException(f"[zeta.publish] the partition {out.url_of(part)} kept changing under this task")
+        self.failure_window("after_publish", context)
         extra = asset_extra(marker)
-        if self.asset is not None:
-            context["outlet_events"][self.asset].extra = extra
-        return {**extra, "partition": out.url_of(part), "tombstone": out.url_of(tombstone) if tombstone else None, "rule": decision.rule}
+        store = context["task_state_store"]
+        new_commit = decision.action in (PublishAction.PUBLISH, PublishAction.REPLACE)
+        announce = self.asset is not None and should_announce(
+            decision, marker.commit_id, store.get(PUBLISHING_KEY), store.get(ANNOUNCED_KEY)
+        )
+        if announce:
+            # Recorded first: a clear's re-execution then finds the commit announced. Only a kill
+            # between this write and the task's success (no file work left) can lose the event.
+            store.set(ANNOUNCED_KEY, marker.commit_id)
+            context["outlet_events"][commit_alias(self.asset)].add(self.asset, extra=extra)
+            self.log.info("zeta.publish.asset_event: %s commit %s", self.asset.name, marker.commit_id)
+        elif self.asset is not None:
+            self.log.info("zeta.publish.no_asset_event: commit %s was announced before; consumers are not woken", marker.commit_id)
+        self._published = {
+            **extra,
+            "partition_path": extra["partition"],  # the rendered spec; "partition" is where it lies
+            "partition": out.url_of(part),
+            "tombstone": out.url_of(tombstone) if tombstone else None,
+            "rule": decision.rule,
+            "new_commit": new_commit,
+        }
+        return self._published
 
-    def _verified_staging(self, state: StateStorage, ti: Any, report: Any) -> str:
-        """The reported token's own staging directory — after checking its ledger (fencing)."""
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (called by its listener after a successful execution): the output table and
+        the partition this execution published or found published; see the module docstring."""
+        from airflow_provider_zeta.lineage import completed_point_lineage
+
+        return completed_point_lineage(self.output_root, self._published)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """A failed try published nothing it can vouch for: no output (the listener would otherwise
+        fall back to ``get_openlineage_facets_on_complete``)."""
+        from airflow_provider_zeta.lineage import completed_point_lineage
+
+        return completed_point_lineage(self.output_root, None)
+
+    def _verified_staging(self, state: StateStorage, ti: Any, report: Any) -> tuple[str, dict[str, int] | None]:
+        """The reported token's own staging directory — after checking its ledger (fencing) — and
+        the files its driver recorded there at finish."""
         relative = attempt_dir(ti.dag_id, ti.run_id, report.task_id, -1, report.token)
         attempt = state.child(relative)
         try:
@@ -162,7 +303,41 @@ class CompletedPointOperator(BaseOperator):
         problem = attempt_problem(report, ledger)
         if problem:
             raise AirflowFailException(f"[zeta.publish.unverified_attempt] {problem}; nothing was published")
-        return f"{relative}/{OUTPUT_DIR}"
+        return f"{relative}/{OUTPUT_DIR}", ledger.files
+
+
+def require_logical_date(context: Any) -> str:
+    """The run's ``ds``; a run without a logical date fails at once (no retry): it has no partition."""
+    ti = context.get("ti")
+    run_id = getattr(ti, "run_id", None) or context.get("run_id") or "?"
+    try:
+        return partition_key(context.get("ds") if context.get("logical_date") else None, run_id)
+    except MissingPartitionKey as error:
+        raise AirflowFailException(str(error)) from None
+
+
+def enclosing_markers(out: StateStorage, part: str) -> dict[str, CommitMarker | CorruptState]:
+    """The commit markers of the partitions that would enclose ``part`` (``ds=X`` of ``ds=X/hour=13``)."""
+    found: dict[str, CommitMarker | CorruptState] = {}
+    for path in enclosing_partitions(part):
+        where = f"{path}/{COMMIT_MARKER}"
+        try:
+            marker = parse_commit_marker(out.read_bytes(where), out.url_of(where))
+        except CorruptState as error:
+            found[path] = error
+            continue
+        if marker is not None:
+            found[path] = marker
+    return found
+
+
+def commit_alias(asset: Any) -> AssetAlias:
+    """The outlet through which the completed point emits its Asset's events (one per new commit)."""
+    return AssetAlias(name=f"zeta-commits:{asset.name}")
+
+
+class StagingMismatch(RuntimeError):
+    """A source's staging is not what its driver recorded at finish; nothing was published."""
 
 
 class PartitionTaken(RuntimeError):
@@ -171,7 +346,7 @@ class PartitionTaken(RuntimeError):
 
 def publish_partition(
     state: StateStorage,
-    staging: dict[str, str],
+    staging: dict[str, tuple[str, dict[str, int] | None]],
     out: StateStorage,
     part: str,
     marker: Any,
@@ -179,37 +354,76 @@ def publish_partition(
     run_key: tuple[str, str],
     log: Any = None,
     before_swap: Any = None,
+    between_renames: Any = None,
 ) -> str | None:
     """Assemble ``part`` hidden from the given staging directories, then rename it into place.
 
-    ``staging``: source name -> directory in ``state`` (a reported token's own output). When
+    ``staging``: source name -> (directory in ``state``, the files its driver recorded there at
+    finish). Each source's staging is checked against the recorded files before it is copied, and
+    the copy after (``StagingMismatch`` otherwise, before anything in the table changed). When
     ``replaced_commit`` is set, the existing partition is first moved aside as a tombstone, whose
     relative path is returned. Each call assembles in a pending directory of its own, so two
     publishers (a try and its orphaned predecessor) never write into each other's; the rename onto
     an existing partition fails (``PartitionTaken``) instead of merging. ``before_swap`` runs just
-    before anything in the table changes (the operator's fence against orphaned tries).
+    before anything in the table changes (the operator's fence against orphaned tries);
+    ``between_renames`` between moving the replaced partition aside and renaming the new one in.
     """
-    pending = f"{run_pending_dir(*run_key)}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
-    for name, relative in sorted(staging.items()):
-        # File names carry the attempt token: a reader that listed the old partition and opens a
-        # file after the swap gets "not found" (and retries), never another attempt's file.
-        token = marker.tokens[name]
-        copied = copy_tree(state, relative, out, f"{pending}/{part}/{source_dir(name)}", name_prefix=f"{token}-")
-        if log:
-            log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
-    out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
+    run_pending = run_pending_dir(*run_key)
+    pending = f"{run_pending}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
+    try:
+        for name, (relative, recorded) in sorted(staging.items()):
+            token = marker.tokens[name]
+            problem = staging_problem(name, token, recorded, state.file_sizes(relative), state.url_of(relative))
+            if problem:
+                raise StagingMismatch(problem)
+            # File names carry the attempt token: a reader that listed the old partition and opens a
+            # file after the swap gets "not found" (and retries), never another attempt's file.
+            target = f"{pending}/{part}/{source_dir(name)}"
+            copied = copy_tree(state, relative, out, target, name_prefix=f"{token}-")
+            copy_problem = staging_problem(
+                name, token, _prefixed(recorded, f"{token}-"), out.file_sizes(target), out.url_of(target)
+            )
+            if copy_problem:
+                raise StagingMismatch(f"the copy into the pending partition: {copy_problem}")
+            if log:
+                log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
+        out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
+    except BaseException:
+        _discard_pending(out, pending, run_pending)
+        raise
     if before_swap is not None:
         before_swap()
     tombstone = None
     try:
         if replaced_commit is not None and out.exists(part):
-            tombstone = f"{run_tombstones_dir(*run_key)}/{part}-{replaced_commit}"
+            tombstone = tombstone_dir(*run_key, part, replaced_commit)
             out.move(part, tombstone)
+            if between_renames is not None:
+                between_renames()
         out.move(f"{pending}/{part}", part)  # the publish: one rename
     except (FileExistsError, OSError) as error:
         if not out.exists(part):
             raise
-        out.delete_tree(pending)
+        _discard_pending(out, pending, run_pending)
         raise PartitionTaken(str(error)) from error
-    out.delete_tree(pending)
+    _discard_pending(out, pending, run_pending)
     return tombstone
+
+
+def _prefixed(recorded: dict[str, int] | None, prefix: str) -> dict[str, int] | None:
+    """The recorded file names as ``copy_tree`` renames them (metadata files keep their name)."""
+    if recorded is None:
+        return None
+    renamed = {}
+    for relative, size in recorded.items():
+        folder, name = relative.rpartition("/")[0], relative.rpartition("/")[2]
+        if not name.startswith(("_", ".")):
+            name = prefix + name
+        renamed[f"{folder}/{name}" if folder else name] = size
+    return renamed
+
+
+def _discard_pending(out: StateStorage, pending: str, run_pending: str) -> None:
+    """Delete this publisher's pending directory, then the run's and DAG's if now empty."""
+    out.delete_tree(pending)
+    out.remove_empty_dirs(run_pending, PENDING_LEVELS_TO_PRUNE)

@@ -13,28 +13,44 @@ How it works
     It logs the decision under the table row's name (``zeta.deploy.<rule>``) and acts:
 
     * ``fresh_launch``: build the spark-submit command with ``SparkSubmitHook`` (Airflow Spark
-      connection), write the *intent* (new token) to the task state store, launch the driver
-      detached (its own session: it outlives the task process, the worker and the scheduler),
-      record the handle, defer;
+      connection; the conf gains OpenLineage's parent job / transport when asked, ``launch_conf``),
+      write the *intent* (new token) to the task state store, launch the driver detached (its own
+      session: it outlives the task process, the worker and the scheduler), record the handle, defer;
     * ``reattach`` / ``wait_for_launch``: defer on ``ZetaDriverTrigger``, which polls the ledger;
+    * ``wait_for_stop``: (re)write the cancel marker and defer until the given-up driver has
+      certainly stopped (terminal ledger, or heartbeat silent past its lease plus a margin);
     * ``reuse_result``: return the finished driver's result (output path, token, rows) as XCom;
     * ``fence``: write the token's cancel marker, stop its local processes, mark the record
       abandoned, observe again (the claim/fence handshake decides who wins);
-    * ``report_failure``: record that this try reported it, then fail the try (Airflow's retries
-      decide whether a new try redeploys);
-    * ``fail``: corrupt state or a contradiction; fail without retry, launch nothing.
+    * ``report_failure``: stop the driver (cancel marker, local processes), record that this try
+      reported it, then fail the try (Airflow's retries decide whether a new try redeploys);
+    * ``job_timeout``: the driver may still run past ``job_timeout`` after its (durable) intent:
+      stopped as for ``report_failure``, the try fails naming the task and the timeout;
+    * ``fail``: corrupt state, an unshared state root or a contradiction; stop the token's driver,
+      fail without retry, launch nothing.
+
+    Liveness is judged by observation (``core.ledger.HeartbeatSeen``): the heartbeat mark and how
+    long it has been seen unchanged — a duration, on the observer's own monotonic clock — are kept
+    in the task state store (``zeta_heartbeat_seen``) and handed to and back from the trigger, so a
+    worker crash or a deferral carries the count on; no host's timestamp is ever subtracted from
+    another host's (a clock skew between Airflow hosts can only stretch a wait). With
+    ``deferrable=False`` the task keeps its worker slot and waits in ``execute``
+    (the trigger's own loop, run in the task) — required under the KubernetesExecutor, whose pod
+    would exit on deferral and kill the driver started inside it.
 
 What it does not do
     It does not cover YARN/Kubernetes cluster mode (use ``SparkSubmitOperator`` with its
-    ``ResumableJobMixin`` there) nor standalone cluster mode, which rejects Python apps. A
-    client-mode driver dies with its host: it is then detected as lost (heartbeat older than
-    ``[zeta] driver_lost_after``) and redeployed by the next try. Drivers on another host than the
-    task can only be judged by their heartbeat. It never publishes or deletes data: the driver
+    ``ResumableJobMixin`` there; ``docs/deployment.md`` designs it as the next backend) nor
+    standalone cluster mode, which rejects Python apps. A client-mode driver dies with its host: it
+    is then detected as lost (no heartbeat change seen for ``[zeta] driver_lost_after``) and
+    redeployed by a later try once it has certainly stopped. Drivers on another host than the task
+    can only be judged by their ledger; ``[zeta] state_root`` must be shared by all hosts. It never publishes or deletes data: the driver
     writes under its own attempt directory, and the completed point publishes.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import TYPE_CHECKING, Any, Sequence
@@ -46,24 +62,41 @@ from airflow_provider_zeta.core.deploy import (
     Action,
     Decision,
     DeployObservation,
+    ProcessView,
     Timing,
     decide,
+    deferral_refusal,
+    timeout_wake_at,
     latest_record,
     launch_wait_deadline,
 )
+from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
+    HeartbeatSeen,
     Ledger,
+    LedgerView,
     Phase,
     attempt_record_key,
+    continue_observation,
+    observe_heartbeat,
     parse_attempt_record,
     parse_ledger,
 )
-from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE, OUTPUT_DIR, attempt_dir
+from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS, TEMPLATED_OPTIONS, hook_arguments
+from airflow_provider_zeta.core.publish import (
+    BadPartitionSpec,
+    MissingPartitionKey,
+    check_partition_spec,
+    partition_key,
+    partition_path,
+)
+from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE, OUTPUT_DIR, attempt_dir
 from airflow_provider_zeta.plugins.links import ZetaDriverLink
+from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, spark_submit_command
-from airflow_provider_zeta.processes import ProcessHandle, process_view, stop_token_processes
+from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, register_run
@@ -74,6 +107,17 @@ if TYPE_CHECKING:
 #: At most this many fence-and-look-again steps in one execution: each one changes the record, so
 #: the table converges in two; more means storage is not showing our own writes.
 _MAX_DECISIONS = 5
+# The operator's duration parameters, each a timedelta or seconds (core/durations.py).
+_DURATIONS = ("heartbeat_interval", "lost_after", "poll_interval", "launch_grace", "job_timeout")
+
+#: Task-state key of this task's heartbeat observation (``core.ledger.HeartbeatSeen``).
+HEARTBEAT_SEEN_KEY = "zeta_heartbeat_seen"
+
+
+def _default_deferrable() -> bool:
+    from airflow.configuration import conf
+
+    return conf.getboolean("zeta", "default_deferrable", fallback=True)
 
 
 class ZetaSparkJobOperator(BaseOperator):
@@ -87,21 +131,54 @@ class ZetaSparkJobOperator(BaseOperator):
     :param conn_id: Airflow Spark connection (master ``local[N]`` or ``spark://host:7077``, client
         mode). A missing connection is an error, not a silent fallback to YARN.
     :param conf: Spark configuration (``--conf``), templated.
-    :param spark_submit_kwargs: further ``SparkSubmitHook`` arguments (``py_files``, ``jars``,
-        ``packages``, ``driver_memory``, ``executor_memory``, ``total_executor_cores``, ...).
+    :param py_files, files, archives, jars, driver_class_path, packages, exclude_packages,
+        repositories, name, driver_memory, executor_memory, executor_cores, num_executors,
+        total_executor_cores, principal, keytab, proxy_user, properties_file, verbose: the
+        spark-submit options of ``SparkSubmitOperator``, same names and meaning, templated where it
+        templates them (``core.submit_options``). ``name`` is the Spark app name (default
+        ``zeta-<token>``). A value of the wrong type fails at DAG parse time (or once rendered).
+    :param spark_submit_kwargs: any further ``SparkSubmitHook`` argument (``spark_binary``, ...).
     :param env_vars: environment variables for the driver.
     :param job_params: JSON-able values the job reads as ``zeta_context().params`` (templated).
-    :param heartbeat_interval, lost_after, poll_interval: override the ``[zeta]`` settings.
+    :param heartbeat_interval, lost_after, poll_interval: override the ``[zeta]`` settings
+        (``timedelta`` or seconds).
+    :param job_timeout: how long (``timedelta`` or seconds) a driver may run, counted from its
+        launch intent (stored durably, so neither a retry of the task nor a triggerer restart
+        resets it). Past it the driver is stopped and the try fails naming the task and the
+        timeout; Airflow's retries decide whether a new driver is launched. Default: no limit.
     :param launch_grace: how long an intent without a ledger may be a launch still starting before
         the token is fenced (default: ``lost_after``).
     :param require_logical_date: fail at once, launching nothing, in a run without a logical date
         (``zeta_pipeline`` sets it: such a run has no partition to publish).
+    :param openlineage_inject_parent_job_info: add the OpenLineage parent job (this task's
+        namespace, job name and run id, and the DAG run's as root) to the driver's Spark conf, as
+        ``SparkSubmitOperator`` does (default ``[openlineage] spark_inject_parent_job_info``, false).
+        Needs ``apache-airflow-providers-openlineage``; without it nothing is added.
+    :param openlineage_inject_transport_info: add the OpenLineage transport (HTTP only, as the
+        OpenLineage provider supports it) to the driver's Spark conf (default ``[openlineage]
+        spark_inject_transport_info``, false). Same condition.
+    :param partition: the pipeline's partition spec (templated; ``zeta_pipeline`` passes its own).
+        Once rendered and checked (``core.publish.parse_partition``) the job reads it as
+        ``zeta_context().partition``; default: none (``zeta_context().partition`` is ``None``).
+    :param deferrable: defer while the driver runs (default ``[zeta] default_deferrable``, true).
+        ``False`` keeps the worker slot and polls in ``execute``: required under the
+        KubernetesExecutor, where a deferred task's pod exits and kills the driver inside it
+        (deferring there is refused at runtime).
 
     The return value (XCom) is the source's ready-to-close report: ``source``, ``task_id``,
     ``incarnation``, ``token``, ``output_path``, ``rows``, ``spark_app_id``, ``metrics``.
     """
 
-    template_fields: Sequence[str] = ("application", "application_args", "conf", "env_vars", "job_params", "source")
+    template_fields: Sequence[str] = (
+        "application",
+        "application_args",
+        "conf",
+        "env_vars",
+        "job_params",
+        "source",
+        "partition",
+        *TEMPLATED_OPTIONS,
+    )
     ui_color = "#f4a460"
     # "Spark driver": the current driver's Spark UI while it runs, else its log (plugins/links.py).
     operator_extra_links = (ZetaDriverLink(),)
@@ -117,20 +194,95 @@ class ZetaSparkJobOperator(BaseOperator):
         spark_submit_kwargs: dict[str, Any] | None = None,
         env_vars: dict[str, str] | None = None,
         job_params: dict[str, Any] | None = None,
-        heartbeat_interval: float | None = None,
-        lost_after: float | None = None,
-        poll_interval: float | None = None,
-        launch_grace: float | None = None,
+        py_files: str | None = None,
+        files: str | None = None,
+        archives: str | None = None,
+        jars: str | None = None,
+        driver_class_path: str | None = None,
+        packages: str | None = None,
+        exclude_packages: str | None = None,
+        repositories: str | None = None,
+        name: str | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        executor_cores: int | None = None,
+        num_executors: int | None = None,
+        total_executor_cores: int | None = None,
+        principal: str | None = None,
+        keytab: str | None = None,
+        proxy_user: str | None = None,
+        properties_file: str | None = None,
+        verbose: bool = False,
+        heartbeat_interval: Duration | None = None,
+        lost_after: Duration | None = None,
+        poll_interval: Duration | None = None,
+        launch_grace: Duration | None = None,
+        job_timeout: Duration | None = None,
         require_logical_date: bool = False,
+        openlineage_inject_parent_job_info: bool | None = None,
+        openlineage_inject_transport_info: bool | None = None,
+        partition: str | None = None,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        # SparkSubmitOperator's names and defaults: [openlineage] spark_inject_*, false when unset.
+        self.openlineage_inject_parent_job_info = (
+            openlineage_default("spark_inject_parent_job_info")
+            if openlineage_inject_parent_job_info is None
+            else bool(openlineage_inject_parent_job_info)
+        )
+        self.openlineage_inject_transport_info = (
+            openlineage_default("spark_inject_transport_info")
+            if openlineage_inject_transport_info is None
+            else bool(openlineage_inject_transport_info)
+        )
+        # Airflow's convention (a ``deferrable`` argument defaulting from config), read from the
+        # provider's own ``[zeta] default_deferrable``: ``[operators] default_deferrable`` defaults
+        # to false, which would silently turn every existing deploy task into a blocking one.
+        self.deferrable = _default_deferrable() if deferrable is None else bool(deferrable)
         self.require_logical_date = require_logical_date
+        if partition is not None:
+            partition = check_partition_spec(partition, self.task_id)
+        self.partition = partition
         if not application:
             raise ValueError(f"{self.task_id}: 'application' must be the path of a PySpark file")
-        reserved = {"conf", "name", "application_args", "conn_id", "env_vars"} & set(spark_submit_kwargs or {})
+        reserved = {"conf", "application_args", "conn_id", "env_vars"} & set(spark_submit_kwargs or {})
         if reserved:
             raise ValueError(f"{self.task_id}: pass {sorted(reserved)} as operator arguments, not in spark_submit_kwargs")
+        options = dict(
+            py_files=py_files,
+            files=files,
+            archives=archives,
+            jars=jars,
+            driver_class_path=driver_class_path,
+            packages=packages,
+            exclude_packages=exclude_packages,
+            repositories=repositories,
+            name=name,
+            driver_memory=driver_memory,
+            executor_memory=executor_memory,
+            executor_cores=executor_cores,
+            num_executors=num_executors,
+            total_executor_cores=total_executor_cores,
+            principal=principal,
+            keytab=keytab,
+            proxy_user=proxy_user,
+            properties_file=properties_file,
+            verbose=verbose or None,
+        )
+        # Checked at DAG parse time (a template string is a string: checked again once rendered).
+        hook_arguments(
+            token="parse-time-check",
+            conf=None,
+            application_args=[],
+            options=options,
+            hook_kwargs=spark_submit_kwargs,
+            where=self.task_id,
+        )
+        for option in SPARK_SUBMIT_OPTIONS:  # same attribute names as SparkSubmitOperator's
+            setattr(self, option, options[option])
+        self.verbose = verbose
         self.application = application
         self.application_args = list(application_args or [])
         self.source = source
@@ -143,18 +295,48 @@ class ZetaSparkJobOperator(BaseOperator):
         self.lost_after = lost_after
         self.poll_interval = poll_interval
         self.launch_grace = launch_grace
+        self.job_timeout = job_timeout
+        for duration in _DURATIONS:  # timedelta or seconds, checked at DAG parse time
+            check_duration_unless_template(getattr(self, duration), f"{self.task_id}: {duration!r}")
         self._heartbeat_interval = 5.0
         self._current_token: str | None = None
+        self._waiting_trigger: Any = None
         self._current_handle: ProcessHandle | None = None
+
+    def spark_submit_options(self) -> dict[str, Any]:
+        """The spark-submit options as they stand now (rendered, once the task runs)."""
+        options = {option: getattr(self, option) for option in SPARK_SUBMIT_OPTIONS}
+        options["verbose"] = options["verbose"] or None
+        return options
+
+    def launch_conf(self, context: Context) -> dict[str, Any]:
+        """The Spark conf of a launch: ``conf`` plus the OpenLineage properties asked for.
+
+        Computed once per launch, in the launching try, and handed to that launch only: ``conf``
+        itself is not changed, nothing of it is stored, and the attempt's identity (token,
+        incarnation, try) does not depend on it. A re-attach or a reused result launches nothing,
+        so the running driver keeps the properties of the try that launched it.
+        """
+        return inject_openlineage_properties(
+            self.conf,
+            context,
+            parent_job_info=self.openlineage_inject_parent_job_info,
+            transport_info=self.openlineage_inject_transport_info,
+        )
 
     # ------------------------------------------------------------------ settings and identity
 
     def _settings(self) -> tuple[ZetaSettings, Timing, float, float]:
         settings = ZetaSettings.load()
-        lost_after = float(self.lost_after or settings.driver_lost_after)
-        timing = Timing(lost_after=lost_after, launch_grace=float(self.launch_grace or lost_after))
-        heartbeat = float(self.heartbeat_interval or settings.driver_heartbeat_interval)
-        poll = float(self.poll_interval or settings.poll_interval)
+
+        def seconds(name: str, default: float) -> float:
+            return duration_or_default(getattr(self, name), default, f"{self.task_id}: {name!r}")
+
+        lost_after = seconds("lost_after", settings.driver_lost_after)
+        job_timeout = None if self.job_timeout is None else seconds("job_timeout", 0.0)
+        timing = Timing(lost_after=lost_after, launch_grace=seconds("launch_grace", lost_after), job_timeout=job_timeout)
+        heartbeat = seconds("heartbeat_interval", settings.driver_heartbeat_interval)
+        poll = seconds("poll_interval", settings.poll_interval)
         return settings, timing, heartbeat, poll
 
     @staticmethod
@@ -162,13 +344,19 @@ class ZetaSparkJobOperator(BaseOperator):
         ti = context["ti"]
         return ti.dag_id, ti.run_id, ti.task_id, int(getattr(ti, "map_index", -1) if ti.map_index is not None else -1)
 
+    def _task_label(self, context: Context) -> str:
+        dag_id, _, task_id, map_index = self._key(context)
+        return f"{dag_id}.{task_id}" + (f"[{map_index}]" if map_index >= 0 else "")
+
     @staticmethod
     def _incarnation(context: Context) -> int:
         return int(getattr(context["dag_run"], "clear_number", 0) or 0)
 
     # ------------------------------------------------------------------ observe
 
-    def _observe(self, context: Context, storage: StateStorage, timing: Timing) -> DeployObservation:
+    def _observe(
+        self, context: Context, storage: StateStorage, timing: Timing, event: dict[str, Any] | None = None
+    ) -> DeployObservation:
         store = context["task_state_store"]
         try_number = int(context["ti"].try_number)
         records: dict[int, AttemptRecord | CorruptState | None] = {}
@@ -180,14 +368,23 @@ class ZetaSparkJobOperator(BaseOperator):
                 records[number] = error
         record = latest_record(records)
         ledger: Ledger | CorruptState | None = None
-        process = process_view("", None)  # UNKNOWN
+        process = ProcessView.UNKNOWN
+        intent_visible: bool | None = None
+        silent = 0.0
         if isinstance(record, AttemptRecord):
             attempt = storage.child(attempt_dir(*self._key(context), record.token))
+            # The process first, then the ledger: a driver that writes its terminal ledger and
+            # exits between the two reads is then seen as "terminal", never as "running, process
+            # gone" (lost).
+            process = process_view(record.token, _handle_of(record))
             try:
                 ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), record.token, attempt.url_of(LEDGER_FILE))
             except CorruptState as error:
                 ledger = error
-            process = process_view(record.token, _handle_of(record))
+            if ledger is None and record.intent_on_storage:
+                intent_visible = attempt.exists(INTENT_FILE)
+            if isinstance(ledger, Ledger):
+                silent = self._heartbeat_silence(store, record.token, ledger, event)
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -197,17 +394,45 @@ class ZetaSparkJobOperator(BaseOperator):
             process=process,
             timing=timing,
             max_tries=_max_tries(context),
+            heartbeat_unchanged_for=silent,
+            intent_visible=intent_visible,
+            task=self._task_label(context),
+            trigger_saw_nothing=bool(
+                event
+                and event.get("view") == LedgerView.INVISIBLE.value
+                and isinstance(record, AttemptRecord)
+                and event.get("token") == record.token
+            ),
         )
+
+    def _heartbeat_silence(self, store: Any, token: str, ledger: Ledger, event: dict[str, Any] | None) -> float:
+        """How long the driver's heartbeat mark has been seen unchanged: a duration, never a clock difference.
+
+        ``core.ledger.continue_observation`` combines this task's stored observation (this or a
+        crashed earlier try, possibly on another worker) with the one its trigger handed back in
+        its event, each counted on only on its own clock; the result is stored again, re-based on
+        this host's monotonic clock.
+        """
+        clock, now = observer_clock()
+        stored = HeartbeatSeen.from_value(store.get(HEARTBEAT_SEEN_KEY))
+        reported = HeartbeatSeen.from_value((event or {}).get("seen"))
+        seen = continue_observation(stored, reported, token, ledger.heartbeat_mark, clock, now)
+        store.set(HEARTBEAT_SEEN_KEY, seen.to_value())  # one small fixed-shape value, replaced
+        self._seen = seen
+        return seen.silent_for
 
     # ------------------------------------------------------------------ the loop
 
     def execute(self, context: Context) -> Any:
+        refusal = deferral_refusal(_executor_of(self, context), self.deferrable, _in_kubernetes_pod())
+        if refusal:
+            raise AirflowFailException(f"[zeta.deploy.deferral_refused] {refusal}")
         return self._drive(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if event:
             self.log.info("zeta.deploy: woken by the driver trigger: %s", event)
-        return self._drive(context)
+        return self._drive(context, event)
 
     def failure_window(self, name: str, context: Context) -> None:
         """Called at each named point where a crash changes what the next try finds.
@@ -218,25 +443,59 @@ class ZetaSparkJobOperator(BaseOperator):
         it to kill the task process exactly there.
         """
 
-    def _drive(self, context: Context) -> Any:
-        if self.require_logical_date and not context.get("logical_date"):
-            from airflow_provider_zeta.core.publish import MissingPartitionKey, partition_key
+    def _drive(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Decide and act until the task returns or defers; without deferral, wait here instead."""
+        while True:
+            outcome = self._decide_and_act(context, event)
+            if not isinstance(outcome, _Waited):
+                return outcome
+            event = outcome.event
+            self.log.info("zeta.deploy: woken by the driver watch: %s", event)
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        # Said plainly before a partition spec's template fails on the missing ``ds``.
+        if not context.get("ds"):
+            self._require_logical_date(context)
+        super().render_template_fields(context, jinja_env)
+
+    def _require_logical_date(self, context: Any) -> None:
+        if self.require_logical_date and not context.get("logical_date"):
+            ti = context.get("ti")
             try:
-                partition_key(None, context["ti"].run_id)
+                partition_key(None, getattr(ti, "run_id", None) or context.get("run_id") or "?")
             except MissingPartitionKey as error:
                 raise AirflowFailException(str(error)) from None
+
+    def _rendered_partition(self) -> str | None:
+        """The rendered partition spec, checked; ``None`` when the task has none."""
+        if self.partition is None:
+            return None
+        try:
+            return partition_path(self.partition)
+        except BadPartitionSpec as error:
+            raise AirflowFailException(f"[zeta.deploy.bad_partition] {self.task_id}: {error}") from None
+
+    def _decide_and_act(self, context: Context, event: dict[str, Any] | None) -> Any:
+        self._require_logical_date(context)
+        self._rendered_partition()  # a bad partition launches nothing
         settings, timing, heartbeat, poll = self._settings()
         self._heartbeat_interval = heartbeat
         storage = open_state_storage(settings.state_root)
         for _ in range(_MAX_DECISIONS):
-            observation = self._observe(context, storage, timing)
+            observation = self._observe(context, storage, timing, event)
             decision = decide(observation)
             self.log.info("zeta.deploy.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is Action.FAIL:
+                # Ending the try without a reusable driver: stop the token's driver first.
+                if decision.token:
+                    self._cancel_token(context, storage, decision.token, _handle_of(observation.record))
                 raise AirflowFailException(f"[zeta.deploy.{decision.rule}] {decision.reason}")
             if decision.action is Action.REUSE_RESULT:
                 assert isinstance(observation.ledger, Ledger) and isinstance(observation.record, AttemptRecord)
+                # Durable before the result: a later incarnation (a clear, a reprocessing backfill)
+                # may find the attempt deleted by the run's cleanup and must know it ended.
+                if not observation.record.driver_ended:
+                    self._write_record(context, self._own_record(context, observation, driver_ended=True))
                 self.failure_window("before_result", context)
                 # The return value is this source's ready-to-close report (G2): one durable write.
                 return {
@@ -247,15 +506,17 @@ class ZetaSparkJobOperator(BaseOperator):
                 }
             if decision.action is Action.REPORT_FAILURE:
                 self._report_failure(context, storage, observation, decision)
-            if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH):
-                self._defer_on(context, observation, decision, settings, poll)
+            if decision.action is Action.WAIT_FOR_STOP:
+                self._write_cancel_marker(context, storage, decision.token or "")
+            if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH, Action.WAIT_FOR_STOP):
+                return self._defer_on(context, observation, decision, settings, poll)
             if decision.action is Action.FENCE:
                 self._fence(context, storage, observation)
                 continue
             if decision.action is Action.FRESH_LAUNCH:
                 if decision.cancel_token:
                     self._cancel_token(context, storage, decision.cancel_token, _handle_of(observation.record))
-                self._launch(context, storage, settings, heartbeat, poll, timing)
+                return self._launch(context, storage, settings, heartbeat, poll, timing)
         raise AirflowFailException(
             f"zeta.deploy: no stable decision after {_MAX_DECISIONS} steps; the state root "
             f"{settings.state_root!r} may not show this task its own writes"
@@ -271,24 +532,36 @@ class ZetaSparkJobOperator(BaseOperator):
         return observation.record.with_changes(try_number=observation.try_number, **changes)
 
     def _report_failure(self, context, storage, observation, decision: Decision) -> None:
-        self._write_record(context, self._own_record(context, observation, failure_reported_try=observation.try_number))
+        # The try ends without a reusable driver: a lost one may still run somewhere; stop it first.
+        if decision.token:
+            self._cancel_token(context, storage, decision.token, _handle_of(observation.record))
+        ended = isinstance(observation.ledger, Ledger) and observation.ledger.status.terminal
+        record = self._own_record(context, observation, failure_reported_try=observation.try_number)
+        self._write_record(context, record.with_changes(driver_ended=record.driver_ended or ended))
         tail = _log_tail(storage.child(attempt_dir(*self._key(context), decision.token or "")))
         raise AirflowException(f"[zeta.deploy.{decision.rule}] {decision.reason}{tail}")
 
     def _fence(self, context, storage, observation: DeployObservation) -> None:
         assert isinstance(observation.record, AttemptRecord)
         record = observation.record
-        # Marker first, then record; the next observation re-reads the ledger (the handshake).
+        # Marker first, then record; the next observation re-reads the ledger (the handshake). The
+        # record takes this try's incarnation: a token fenced because the task was cleared is
+        # then judged by the fenced rows (never reused: its ledger carries the older incarnation).
         self._cancel_token(context, storage, record.token, _handle_of(record))
-        self._write_record(context, self._own_record(context, observation, phase=Phase.ABANDONED))
+        self._write_record(
+            context, self._own_record(context, observation, phase=Phase.ABANDONED, incarnation=observation.incarnation)
+        )
 
-    def _cancel_token(self, context, storage, token: str, handle: ProcessHandle | None) -> None:
+    def _write_cancel_marker(self, context, storage, token: str) -> None:
         attempt = storage.child(attempt_dir(*self._key(context), token))
         attempt.write_atomic(CANCEL_MARKER, f"cancelled by {self.task_id} try {context['ti'].try_number}\n".encode())
+
+    def _cancel_token(self, context, storage, token: str, handle: ProcessHandle | None) -> None:
+        self._write_cancel_marker(context, storage, token)
         stopped = stop_token_processes(token, handle, self_exit_s=self._heartbeat_interval + 2)
         self.log.info("zeta.deploy: cancel marker written for attempt %s; stopped local pids %s", token, stopped)
 
-    def _launch(self, context, storage: StateStorage, settings, heartbeat, poll, timing: Timing) -> None:
+    def _launch(self, context, storage: StateStorage, settings, heartbeat, poll, timing: Timing) -> Any:
         dag_id, run_id, task_id, map_index = self._key(context)
         token = uuid.uuid4().hex[:16]
         relative = attempt_dir(dag_id, run_id, task_id, map_index, token)
@@ -308,19 +581,21 @@ class ZetaSparkJobOperator(BaseOperator):
             "incarnation": self._incarnation(context),
             "logical_date": logical_date.isoformat() if logical_date else None,
             "ds": context.get("ds"),
+            "partition": self._rendered_partition(),
             "params": self.job_params,
         }
-        import json
-
         # Bad input (unknown connection, cluster deploy mode) fails here, before any intent exists.
         command = spark_submit_command(
             conn_id=self.conn_id,
             token=token,
             bootstrap_args=[SPEC_FLAG, json.dumps(spec), "--", *map(str, self.application_args)],
-            conf=self.conf,
+            conf=self.launch_conf(context),
             hook_kwargs=self.spark_submit_kwargs,
+            options=self.spark_submit_options(),
+            where=task_id,
         )
         try_number = int(context["ti"].try_number)
+        launching_host = host_id()
         intent = AttemptRecord(
             token=token,
             incarnation=self._incarnation(context),
@@ -329,8 +604,16 @@ class ZetaSparkJobOperator(BaseOperator):
             intent_at=time.time(),
             launch_try=try_number,
             max_tries=_max_tries(context),
+            host_id=launching_host,
+            intent_on_storage=True,
         )
         register_run(storage, dag_id, run_id)  # lets the sweep find this run's attempts
+        # 0. the intent file on the state root, before the record that promises it: any observer
+        #    that reads the record but cannot see this file does not share the state root.
+        storage.child(relative).write_atomic(
+            INTENT_FILE,
+            json.dumps({"token": token, "host_id": launching_host, "try_number": try_number}).encode(),
+        )
         self.failure_window("before_intent", context)
         self._write_record(context, intent)  # 1. intent, durable before the launch
         self._current_token = token
@@ -340,7 +623,9 @@ class ZetaSparkJobOperator(BaseOperator):
         self._current_handle = handle
         self.failure_window("after_launch", context)
         self.log.info("zeta.deploy: launched driver %s (pid %s on %s), log %s", token, handle.pid, handle.host, log_path)
-        launched = intent.with_changes(phase=Phase.LAUNCHED, host=handle.host, pid=handle.pid, pid_start=handle.start_time)
+        launched = intent.with_changes(
+            phase=Phase.LAUNCHED, host=handle.host, pid=handle.pid, pid_start=handle.start_time, host_id=handle.host_id
+        )
         self._write_record(context, launched)  # 3. handle
         self.failure_window("after_handle", context)
         observation = DeployObservation(
@@ -352,8 +637,9 @@ class ZetaSparkJobOperator(BaseOperator):
             process=process_view(token, handle),
             timing=timing,
             max_tries=_max_tries(context),
+            task=self._task_label(context),
         )
-        self._defer_on(
+        return self._defer_on(
             context,
             observation,
             Decision(Action.WAIT_FOR_LAUNCH, "fresh_submit", "just launched", token=token),
@@ -361,44 +647,107 @@ class ZetaSparkJobOperator(BaseOperator):
             poll,
         )
 
-    def _defer_on(self, context, observation: DeployObservation, decision: Decision, settings, poll) -> None:
+    def _defer_on(self, context, observation: DeployObservation, decision: Decision, settings, poll) -> Any:
+        """Defer on the driver trigger; with ``deferrable=False`` run its loop here and return what it saw."""
         from airflow_provider_zeta.triggers import not_before
         from airflow_provider_zeta.triggers.driver import ZetaDriverTrigger
+        from airflow_provider_zeta.triggers.driver_output import driver_output_kwargs  # h15
 
         record = observation.record
         assert isinstance(record, AttemptRecord) and decision.token
         handle = _handle_of(record)
         missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
         self._current_token = decision.token
-        self.defer(
-            trigger=ZetaDriverTrigger(
-                state_root=settings.state_root,
-                attempt_dir=attempt_dir(*self._key(context), decision.token),
-                token=decision.token,
-                lost_after=observation.timing.lost_after,
-                poll_interval=poll,
-                missing_deadline=missing_deadline,
-                handle=None if handle is None else handle.__dict__,
-                heartbeat_interval=self._heartbeat_interval,
-                not_before=not_before(),
-                task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context))),
-            ),
-            method_name="execute_complete",
+        seen = getattr(self, "_seen", None)
+        if seen is not None and seen.token == decision.token:
+            # Hand the trigger the silence as of now: it may run on another clock (host).
+            seen = observe_heartbeat(seen, seen.token, seen.mark, *observer_clock())
+        trigger = ZetaDriverTrigger(
+            state_root=settings.state_root,
+            attempt_dir=attempt_dir(*self._key(context), decision.token),
+            token=decision.token,
+            lost_after=observation.timing.lost_after,
+            poll_interval=poll,
+            missing_deadline=missing_deadline,
+            handle=None if handle is None else handle.__dict__,
+            heartbeat_interval=self._heartbeat_interval,
+            # Only a deferral meets Airflow's spurious-retry race that not_before() guards against.
+            not_before=not_before() if self.deferrable else 0.0,
+            task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context))),
+            seen=seen.to_value() if seen is not None and seen.token == decision.token else None,
+            wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
+            intent_expected=record.intent_on_storage and record.token == decision.token,
+            driver_output=driver_output_kwargs(self.conn_id, self.env_vars),  # h15: output in the task log
+            # From the record's durable intent time: a new try or a new trigger keeps the deadline.
+            timeout_at=timeout_wake_at(observation, decision),
         )
+        if not self.deferrable:
+            import asyncio
+
+            self._waiting_trigger = trigger  # on_kill: stop the driver if a user ends the task meanwhile
+            try:
+                return _Waited(asyncio.run(_first_event(trigger)))
+            finally:
+                self._waiting_trigger = None
+        self.defer(trigger=trigger, method_name="execute_complete")
 
     def on_kill(self) -> None:
         """The task process is being killed while it runs on a worker (not while deferred).
 
-        The driver is deliberately left running: the same signal arrives when the scheduler resets
-        the task as an orphan, and then the next try must re-attach to it, not redeploy. A user's
-        mark-failed/success or clear of a *deferred* task stops the driver through the trigger's
-        ``on_kill``; a cleared run's next incarnation cancels the old token before it launches.
+        While a ``deferrable=False`` task waits for its driver here, a user's mark-failed/success
+        (the task's state says so: ``cancel_on_worker_kill``) stops the driver the way the trigger's
+        ``on_kill`` does for a deferred task. Otherwise the driver is deliberately left running: the
+        same signal arrives when the worker shuts down or the scheduler gives the task up as an
+        orphan, and then the next try must re-attach to it, not redeploy. A cleared run's next
+        incarnation cancels the old token before it launches.
         """
+        from airflow_provider_zeta.core.deploy import cancel_on_worker_kill
+        from airflow_provider_zeta.triggers.driver import read_task_state
+
+        trigger = getattr(self, "_waiting_trigger", None)
+        if trigger is not None:
+            state = read_task_state(trigger.task_key, self.log, trigger.token)
+            if cancel_on_worker_kill(state):
+                self.log.info("zeta.deploy: task ended by a user action (state %r): stopping driver %s", state, trigger.token)
+                trigger.cancel_driver()
+                return
+            self.log.info("zeta.deploy: task process killed (state %r); driver %s keeps running", state, trigger.token)
+            return
         if self._current_token:
             self.log.info(
                 "zeta.deploy: task process killed; driver %s keeps running for the next try to re-attach",
                 self._current_token,
             )
+
+
+class _Waited:
+    """What a non-deferrable wait returns to ``_drive``: the trigger's event, to decide again on."""
+
+    def __init__(self, event: dict[str, Any]) -> None:
+        self.event = event
+
+
+async def _first_event(trigger: Any) -> dict[str, Any]:
+    async for event in trigger.run():
+        return dict(event.payload)
+    raise RuntimeError("the driver trigger ended without an event")  # pragma: no cover
+
+
+def _executor_of(task: Any, context: Context) -> str | None:
+    """The executor this task runs on: its own ``executor`` argument, else the default of ``[core] executor``."""
+    named = getattr(task, "executor", None) or getattr(context["ti"], "executor", None)
+    if named:
+        return str(named)
+    from airflow.configuration import conf
+
+    configured = conf.get("core", "executor", fallback="") or ""
+    return configured.split(",")[0].strip() or None
+
+
+def _in_kubernetes_pod() -> bool:
+    import os
+
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
 
 
 def _max_tries(context: Context) -> int | None:
@@ -408,7 +757,7 @@ def _max_tries(context: Context) -> int | None:
 
 def _handle_of(record: Any) -> ProcessHandle | None:
     if isinstance(record, AttemptRecord) and record.pid is not None and record.host:
-        return ProcessHandle(host=record.host, pid=record.pid, start_time=record.pid_start)
+        return ProcessHandle(host=record.host, pid=record.pid, start_time=record.pid_start, host_id=record.host_id)
     return None
 
 
@@ -422,13 +771,16 @@ def _driver_log_path(storage: StateStorage, relative: str, token: str) -> str:
 
 
 def _log_tail(attempt: StateStorage, lines: int = 25) -> str:
-    local = attempt.local_path("driver.log")
-    if not local:
-        return ""
+    # h15: read with read_local_tail's checks (no symlink, hard link or foreign file) and masked
+    # by form; the task's log masks known secret values on top.
+    from airflow_provider_zeta.core.redaction import redact_tail
+
     try:
-        with open(local, "rb") as handle:
-            text = handle.read()[-20000:].decode(errors="replace")
-    except OSError:
+        raw = attempt.read_local_tail("driver.log", 20000)
+    except (PermissionError, OSError) as refused:
+        return f"\n--- the driver log is not shown: {refused} ---"
+    if not raw:
         return ""
+    text = redact_tail(raw.decode(errors="replace"), starts_mid_file=len(raw) >= 20000)
     tail = "\n".join(text.splitlines()[-lines:])
-    return f"\n--- last lines of the driver log {local} ---\n{tail}" if tail else ""
+    return f"\n--- last lines of the driver log {attempt.local_path('driver.log')} ---\n{tail}" if tail else ""

@@ -1,8 +1,9 @@
 """ZetaSweepOperator: clean what no cleanup task will, and stop drivers nobody waits for (G4, G5, G8).
 
 Purpose
-    The delayed cleanup runs as a task of the run itself. When it never runs — the run was marked
-    failed or success by hand, the cleanup task was removed, the run was deleted — or when a driver
+    The delayed cleanup is recorded by a task of the run and carried out by the cleanup DAG. When
+    the task never runs — the run was marked failed or success by hand, the cleanup task was
+    removed, the run was deleted —, when no cleanup DAG run carries a record out, or when a driver
     outlives its task (killed while the task briefly ran, a trigger that never got to it), this
     operator finds the leftovers in the state root and deals with them. Schedule it (the shipped
     ``dags/zeta_maintenance.py`` runs it every 15 minutes) or call it from your own maintenance DAG.
@@ -14,8 +15,10 @@ How it works
 
     * ``run_active``: the run's own cleanup owns its data; only drivers of tasks that already
       finished are stopped;
-    * ``past_due``: records past their due time whose cleanup never ran are carried out, with the
-      same path checks as the cleanup task;
+    * ``past_due``: records of the run's current incarnation past their due time are carried out,
+      with the same path checks as the cleanup DAG;
+    * ``newer_incarnation_ended``: a past-due record of an older incarnation nobody adopted (the
+      run was cleared without its cleanup) is renewed, not carried out (``core.cleanup.decide_due``);
     * ``record_leftovers``: a run that ended without a record gets one (owner ``sweep``, due after
       the retention window), carried out by a later sweep;
     * ``retained``: kept until the due time; ``nothing_left``: the run's bookkeeping is removed;
@@ -37,10 +40,12 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
     CleanupRecord,
+    RunStatus,
     RunView,
     plan_sweep,
     state_name,
 )
+from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.janitor import (
     carry_out,
     delete_record_files,
@@ -61,23 +66,23 @@ if TYPE_CHECKING:
 class ZetaSweepOperator(BaseOperator):
     """Sweep the state root: stop orphaned drivers, carry out overdue cleanups, record leftovers.
 
-    :param retention: window given to leftovers found without a record; default
+    :param retention: window given to leftovers found without a record (``timedelta`` or seconds); default
         ``[zeta] cleanup_retention``.
     :param fail_on_corrupt: fail the task (after doing everything else) when a record was unreadable.
     """
 
     ui_color = "#c0c0c0"
 
-    def __init__(self, *, retention: float | None = None, fail_on_corrupt: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, retention: Duration | None = None, fail_on_corrupt: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if retention is not None and retention < 0:
-            raise ValueError(f"{self.task_id}: 'retention' must be >= 0 seconds, got {retention!r}")
+        check_duration_unless_template(retention, f"{self.task_id}: 'retention'", allow_zero=True)
         self.retention = retention
         self.fail_on_corrupt = fail_on_corrupt
 
     def execute(self, context: Context) -> dict[str, Any]:
         settings = ZetaSettings.load()
-        retention = settings.cleanup_retention if self.retention is None else float(self.retention)
+        name = f"{self.task_id}: 'retention'"
+        retention = duration_or_default(self.retention, settings.cleanup_retention, name, allow_zero=True)
         state = open_state_storage(settings.state_root)
         ti = context["ti"]
         rules: Counter[str] = Counter()
@@ -88,7 +93,8 @@ class ZetaSweepOperator(BaseOperator):
         for dag_id, run_id in list_runs(state):
             if (dag_id, run_id) == (ti.dag_id, ti.run_id):
                 continue
-            run_state = _run_state(ti, dag_id, run_id)
+            status = run_status(ti, dag_id, run_id)
+            run_state = None if status is None else status.state
             leftovers, attempts = find_leftovers(state, dag_id, run_id, open_state_storage)
             task_states = _task_states(ti, dag_id, run_id) if run_state in ACTIVE_RUN_STATES and attempts else None
             view = RunView(
@@ -98,6 +104,7 @@ class ZetaSweepOperator(BaseOperator):
                 tuple(read_records(state, dag_id, run_id)),
                 leftovers,
                 tuple(driver_views(state, attempts, task_states)),
+                clear_number=None if status is None else status.clear_number,
             )
             plan = plan_sweep(view, time.time(), retention)
             rules[plan.rule] += 1
@@ -121,6 +128,9 @@ class ZetaSweepOperator(BaseOperator):
                         forget_run(state, dag_id, run_id)
             if plan.write is not None:  # after the carry-out: it may replace a due sweep record's file
                 write_record_file(state, plan.write)
+            for record in plan.renew:  # a newer incarnation read these attempts: a new window first,
+                write_record_file(state, record)
+            delete_record_files(state, plan.drop)  # then the files of the records it took over
         summary = {
             "rules": dict(rules),
             "phases": {phase: sorted(runs) for phase, runs in phases.items()},
@@ -139,6 +149,19 @@ def _run_state(ti: Any, dag_id: str, run_id: str) -> str | None:
     if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
         return None
     return state_name(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
+
+
+def run_status(ti: Any, dag_id: str, run_id: str) -> RunStatus | None:
+    """The run's Airflow state and current incarnation (``clear_number``), or None when the run
+    does not exist (deleted). Through the Task SDK's execution API (tasks cannot use the ORM)."""
+    state = _run_state(ti, dag_id, run_id)
+    if state is None:
+        return None
+    # The SDK's own fetch of a run (what ``AssetEvent.source_dag_run`` uses); it carries clear_number.
+    from airflow.sdk.execution_time.comms import _fetch_dag_run
+
+    dag_run = _fetch_dag_run(dag_id=dag_id, run_id=run_id)
+    return RunStatus(state, int(getattr(dag_run, "clear_number", 0) or 0))
 
 
 def _task_states(ti: Any, dag_id: str, run_id: str) -> dict[str, str | None]:

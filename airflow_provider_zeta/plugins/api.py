@@ -11,8 +11,10 @@ OpenAPI schema or docs are served):
 ``GET /zeta/api/run?dag_id=&run_id=``
     One run; 403 without read access to the DAG's runs (``requires_access_dag``), 404 if unknown.
 ``GET /zeta/driver?dag_id=&run_id=&task_id=&map_index=``
-    The deploy task's current driver: a redirect to its Spark UI while it runs with one, else the
-    redacted tail of its driver log. Needs access to the DAG's task logs.
+    The deploy task's current driver: a redirect to the Spark History Server (when configured), to
+    its live Spark UI (only on the host the launcher recorded or an allow-listed one), or to the
+    task's log in the Airflow UI, which holds the driver's output masked by Airflow. Needs access
+    to the DAG's task logs. The driver's log file is never served.
 ``GET /zeta/ui?...``
     The HTML page (``page.py``); refreshes itself.
 
@@ -20,9 +22,9 @@ What is read: Airflow's metadata DB (dag runs and the provider's task instances,
 their operator class) through the API server's own session, and the state root (ledgers, cleanup
 records) through ``[zeta] state_root``. Nothing is written. The rules are ``core.monitor``.
 
-Cost: the runs of the user's DAGs are read in one query (small columns); the state root is read for
-runs still queued/running and for ended runs whose directory still exists — which the delayed
-cleanup bounds to the retention window.
+Cost: bounded per request, whatever the history (see ``Monitor``): one listing of ``runs/<dag>/``
+per DAG, the state of the runs that are active or still have data (read once per request), and the
+ended section paged in SQL.
 """
 
 # No ``from __future__ import annotations``: FastAPI must see the real annotation objects of the
@@ -32,7 +34,7 @@ import time
 from dataclasses import asdict
 from typing import Any, Iterable
 
-from airflow_provider_zeta.core.cleanup import parse_cleanup_record
+from airflow_provider_zeta.core.cleanup import ACTIVE_RUN_STATES, RunPhase, parse_cleanup_record
 from airflow_provider_zeta.core.freshness import describe_age
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
 from airflow_provider_zeta.core.monitor import (
@@ -41,11 +43,12 @@ from airflow_provider_zeta.core.monitor import (
     RunStatus,
     Section,
     TaskRow,
+    history_link,
     known_section,
     page_bounds,
     redact,
+    redirect_target,
     run_status,
-    safe_link,
     section_order,
     without_log_details,
 )
@@ -53,15 +56,12 @@ from airflow_provider_zeta.core.paths import (
     ATTEMPTS_DIR,
     CLEANUP_DIR,
     RUNS_DIR,
-    attempt_dir,
     run_dir,
     safe_segment,
 )
-from airflow_provider_zeta.plugins.links import driver_link_path
+from airflow_provider_zeta.plugins.links import driver_link_path, task_log_path
 
 log = logging.getLogger(__name__)
-
-LOG_TAIL_BYTES = 64 * 1024
 
 
 # ---------------------------------------------------------------------------- reading
@@ -79,7 +79,7 @@ class StateReader:
         return set(self.storage.list_dir(f"{RUNS_DIR}/{safe_segment(dag_id)}"))
 
     def facts(self, dag_id: str, run_id: str, run_state: str | None, tasks: list[TaskRow]) -> RunFacts:
-        from airflow_provider_zeta.sensors.checkpoint_freshness import read_attempt_ledgers
+        from airflow_provider_zeta.observers import read_attempt_ledgers
 
         base = run_dir(dag_id, run_id)
         ledgers: dict[tuple[str, int], list[Ledger | CorruptState]] = {}
@@ -108,29 +108,17 @@ class StateReader:
                 records.append(record)
         return RunFacts(dag_id, run_id, run_state, tasks, ledgers, records, attempt_paths)
 
-    def driver_log_tail(self, dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> str | None:
-        """The tail of the attempt's driver log; ``None`` when it is not on this host. The job can
-        write into its attempt directory: a symbolic link or a path leading out of the state root
-        is refused (``StateStorage.read_local_tail``), never followed."""
-        relative = f"{attempt_dir(dag_id, run_id, task_id, map_index, token)}/driver.log"
-        try:
-            tail = self.storage.read_local_tail(relative, LOG_TAIL_BYTES)
-        except PermissionError as refused:
-            log.warning("zeta.monitor: driver log not shown: %s", refused)
-            return "(the driver log is not a regular file inside the state root; not shown)\n"
-        return None if tail is None else tail.decode(errors="replace")
+
+_RUN_COLUMNS = ("id", "dag_id", "run_id", "state", "logical_date", "run_after", "start_date", "end_date")
 
 
-def _run_rows(session, dag_ids: Iterable[str]) -> list[dict[str, Any]]:
-    """Runs of ``dag_ids`` that have at least one task of the provider, newest first."""
+def _zeta_runs_query(dag_ids: Iterable[str]):
+    """``SELECT`` of the runs of ``dag_ids`` that have a task of the provider (small columns only)."""
     from sqlalchemy import and_, exists, select
 
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
 
-    dag_ids = sorted(dag_ids)
-    if not dag_ids:
-        return []
     has_zeta_task = exists().where(
         and_(
             TaskInstance.dag_id == DagRun.dag_id,
@@ -138,33 +126,57 @@ def _run_rows(session, dag_ids: Iterable[str]) -> list[dict[str, Any]]:
             TaskInstance.operator.in_(list(ROLES)),
         )
     )
-    query = (
-        select(
-            DagRun.id,
-            DagRun.dag_id,
-            DagRun.run_id,
-            DagRun._state,
-            DagRun.logical_date,
-            DagRun.run_after,
-            DagRun.start_date,
-            DagRun.end_date,
-        )
-        .where(DagRun.dag_id.in_(dag_ids), has_zeta_task)
-        .order_by(DagRun.run_after.desc(), DagRun.id.desc())
-    )
-    return [
-        {
-            "id": row[0],
-            "dag_id": row[1],
-            "run_id": row[2],
-            "state": row[3],
-            "logical_date": row[4],
-            "run_after": row[5],
-            "start_date": row[6],
-            "end_date": row[7],
-        }
-        for row in session.execute(query).all()
-    ]
+    return select(
+        DagRun.id,
+        DagRun.dag_id,
+        DagRun.run_id,
+        DagRun._state,
+        DagRun.logical_date,
+        DagRun.run_after,
+        DagRun.start_date,
+        DagRun.end_date,
+    ).where(DagRun.dag_id.in_(sorted(dag_ids)), has_zeta_task)
+
+
+def _newest_first(query):
+    from airflow.models.dagrun import DagRun
+
+    return query.order_by(DagRun.run_after.desc(), DagRun.id.desc())
+
+
+def _rows(session, query) -> list[dict[str, Any]]:
+    return [dict(zip(_RUN_COLUMNS, row, strict=True)) for row in session.execute(query).all()]
+
+
+def _like_escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("%", "\\%")
+
+
+def _present_runs_condition(present: dict[str, set[str]]):
+    """SQL that selects runs whose directory ``runs/<dag>/<safe_segment(run_id)>`` exists.
+
+    ``safe_segment`` keeps a safe run id as it is and otherwise writes ``<id with each unsafe
+    character as _>[:80]-<hash>``; in SQL ``LIKE`` an ``_`` matches any one character, so the
+    pattern of a directory name matches its run id (and maybe a few more, which the caller drops by
+    comparing ``safe_segment`` again). Bounded by the directories, not by the runs in history.
+    """
+    from sqlalchemy import and_, false, or_
+
+    from airflow.models.dagrun import DagRun
+
+    clauses = []
+    for dag_id, names in present.items():
+        if not names:
+            continue
+        exact = sorted(names)
+        patterns = []
+        for name in exact:
+            head, _, digest = name.rpartition("-")
+            if head and len(digest) == 8:
+                patterns.append(_like_escape(head) + ("%" if len(head) >= 80 else ""))
+        run_match = [DagRun.run_id.in_(exact)] + [DagRun.run_id.like(p, escape="\\") for p in patterns]
+        clauses.append(and_(DagRun.dag_id == dag_id, or_(*run_match)))
+    return or_(*clauses) if clauses else false()
 
 
 def _task_rows(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[TaskRow]]:
@@ -238,11 +250,24 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
         "cleanup_due_at": status.cleanup_due_at,
         "cleanup_due_in": due_in,
         "pipelines": pipelines,
+        "error": status.error,
     }
 
 
 class Monitor:
-    """One request's view: the user's DAGs, their runs, and their statuses."""
+    """One request's view: the user's DAGs, their runs, and their statuses.
+
+    Cost of a request, whatever the history (``tests/unit/test_monitor_listing_cost.py``):
+
+    * storage: one listing of ``runs/<dag>/`` per readable DAG (which runs still have data), then
+      the ledgers and cleanup records of the runs that are active or still have a directory — the
+      runs the running and retained sections are made of, which the delayed cleanup bounds to the
+      retention window — read once per request, whatever number of sections is shown;
+    * SQL: one query for those runs, and for the ended section (Airflow no longer shows the run
+      active and its directory is gone: nothing of it is left to read) a ``COUNT`` and one page with
+      ``LIMIT``/``OFFSET`` in the database; one query for the provider's task rows of the runs shown.
+      A run of the ended section is never read from storage.
+    """
 
     def __init__(self, session, dag_ids: set[str], log_dag_ids: set[str] = frozenset()) -> None:
         from airflow_provider_zeta.settings import ZetaSettings
@@ -253,39 +278,138 @@ class Monitor:
         self.settings = ZetaSettings.load()
         self.reader = StateReader(self.settings.state_root)
         self.now = time.time()
+        self._present: dict[str, set[str]] | None = None
+        self._live: list[tuple[dict[str, Any], RunStatus]] | None = None
 
-    def _statuses(self, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], RunStatus]]:
-        tasks = _task_rows(self.session, rows)
-        return [
-            (
-                row,
-                run_status(
-                    self.reader.facts(row["dag_id"], row["run_id"], row["state"], tasks[(row["dag_id"], row["run_id"])]),
-                    self.now,
-                    self.settings.driver_lost_after,
-                ),
+    def present_runs(self) -> dict[str, set[str]]:
+        """Run directories on the state root, per readable DAG: the request's one storage pass."""
+        if self._present is None:
+            self._present = {dag_id: self.reader.run_dirs(dag_id) for dag_id in sorted(self.dag_ids)}
+        return self._present
+
+    def _status(self, row: dict[str, Any], tasks: list[TaskRow], read_storage: bool = True) -> RunStatus:
+        """The run's status; a run whose state cannot be read shows as an error on its own row."""
+        try:
+            if read_storage:
+                facts = self.reader.facts(row["dag_id"], row["run_id"], row["state"], tasks)
+            else:
+                facts = RunFacts(row["dag_id"], row["run_id"], row["state"], tasks)
+            return run_status(facts, self.now, self.settings.driver_lost_after)
+        except Exception as error:  # one run's bad state must not break the page for everyone
+            log.warning("zeta.monitor: run %s of %s cannot be shown: %s", row["run_id"], row["dag_id"], error)
+            return RunStatus(
+                dag_id=row["dag_id"],
+                run_id=row["run_id"],
+                run_state=row["state"],
+                section=Section.RUNNING if row["state"] in ACTIVE_RUN_STATES else Section.RETAINED,
+                retention=RunPhase.RUNNING,
+                cleanup_due_at=None,
+                pipelines=(),
+                error=(redact(f"{type(error).__name__}: {error}") or "")[:500],
             )
-            for row in rows
+
+    def live_statuses(self) -> list[tuple[dict[str, Any], RunStatus]]:
+        """Statuses of the runs that are active or still have data: computed once per request."""
+        if self._live is None:
+            if not self.dag_ids:
+                self._live = []
+                return self._live
+            from sqlalchemy import or_
+
+            from airflow.models.dagrun import DagRun
+
+            present = self.present_runs()
+            query = _zeta_runs_query(self.dag_ids).where(
+                or_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES)), _present_runs_condition(present))
+            )
+            rows = [
+                r
+                for r in _rows(self.session, _newest_first(query))
+                if known_section(r["state"], safe_segment(r["run_id"]) in present.get(r["dag_id"], ())) is None
+            ]
+            tasks = _task_rows(self.session, rows)
+            self._live = [(row, self._status(row, tasks[(row["dag_id"], row["run_id"])])) for row in rows]
+        return self._live
+
+    def _ended_page(self, limit: int, offset: int) -> tuple[int, list[tuple[dict[str, Any], RunStatus]]]:
+        """The ended section: runs ended by their live status (few, bounded like the live runs) and,
+        paged in SQL, runs Airflow shows ended whose directory is gone."""
+        from sqlalchemy import and_, func, not_, select
+
+        from airflow.models.dagrun import DagRun
+
+        ended_live = [(row, status) for row, status in self.live_statuses() if status.section is Section.ENDED]
+        if not self.dag_ids:
+            return 0, []
+        gone = _zeta_runs_query(self.dag_ids).where(
+            and_(not_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES))), not_(_present_runs_condition(self.present_runs())))
+        )
+        # A run the LIKE patterns matched although its directory is another run's is not live: it
+        # is ended like the others (``live_statuses`` dropped it), so it is counted and paged here.
+        live_ids = {row["id"] for row, _ in self.live_statuses()}
+        near_misses = self._near_misses(live_ids)
+        total_gone = self.session.execute(select(func.count()).select_from(gone.subquery())).scalar_one() + len(near_misses)
+        limit, offset = page_bounds(total_gone + len(ended_live), limit, offset)
+        # Merge newest first: the few live-ended runs and near misses are interleaved with one SQL
+        # page that is long enough to cover their possible positions.
+        extra = sorted(ended_live, key=lambda item: _order_key(item[0])) + [(r, None) for r in near_misses]
+        sql_offset = max(0, offset - len(extra))
+        sql_rows = _rows(self.session, _newest_first(gone).limit(offset + limit - sql_offset).offset(sql_offset))
+        preceding = self._count_newer(gone, [row for row, _ in extra]) if extra else {}
+        merged: list[tuple[int, dict[str, Any], RunStatus | None]] = []
+        for position, row in enumerate(sql_rows, start=sql_offset):
+            merged.append((position + sum(1 for r, _ in extra if _order_key(r) < _order_key(row)), row, None))
+        for index, (row, status) in enumerate(sorted(extra, key=lambda item: _order_key(item[0]))):
+            merged.append((preceding[row["id"]] + index, row, status))
+        chosen = sorted((item for item in merged if offset <= item[0] < offset + limit), key=lambda item: item[0])
+        missing = [row for _, row, status in chosen if status is None]
+        tasks = _task_rows(self.session, missing)
+        page = [
+            (row, status or self._status(row, tasks[(row["dag_id"], row["run_id"])], read_storage=False))
+            for _, row, status in chosen
         ]
+        return total_gone + len(ended_live), page
+
+    def _near_misses(self, live_ids: set[int]) -> list[dict[str, Any]]:
+        """Runs the directory patterns matched that are not live (see ``_present_runs_condition``)."""
+        if not self.dag_ids:
+            return []
+        from sqlalchemy import and_, not_
+
+        from airflow.models.dagrun import DagRun
+
+        query = _zeta_runs_query(self.dag_ids).where(
+            and_(not_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES))), _present_runs_condition(self.present_runs()))
+        )
+        return [row for row in _rows(self.session, query) if row["id"] not in live_ids]
+
+    def _count_newer(self, gone, rows: list[dict[str, Any]]) -> dict[int, int]:
+        """For each run of ``rows``: how many runs of ``gone`` come before it, newest first."""
+        from sqlalchemy import and_, func, or_, select
+
+        from airflow.models.dagrun import DagRun
+
+        counts = {}
+        for row in rows:
+            newer = gone.where(
+                or_(
+                    DagRun.run_after > row["run_after"],
+                    and_(DagRun.run_after == row["run_after"], DagRun.id > row["id"]),
+                )
+            )
+            counts[row["id"]] = self.session.execute(select(func.count()).select_from(newer.subquery())).scalar_one()
+        return counts
 
     def section(self, section: Section, limit: int, offset: int) -> dict[str, Any]:
-        rows = _run_rows(self.session, self.dag_ids)
-        present = {dag_id: self.reader.run_dirs(dag_id) for dag_id in {r["dag_id"] for r in rows}}
-        # The state root is read only for runs whose section it decides (core.monitor.known_section).
-        known = {r["id"]: known_section(r["state"], safe_segment(r["run_id"]) in present[r["dag_id"]]) for r in rows}
-        statuses = self._statuses([r for r in rows if known[r["id"]] is None])
         if section is Section.ENDED:
-            ended_ids = {row["id"] for row, status in statuses if status.section is Section.ENDED}
-            chosen = [r for r in rows if r["id"] in ended_ids or known[r["id"]] is Section.ENDED]
-            limit, offset = page_bounds(len(chosen), limit, offset)
-            page = self._statuses(chosen[offset : offset + limit])
-            total = len(chosen)
+            total, page = self._ended_page(limit, offset)
+            limit, offset = page_bounds(total, limit, offset)
         else:
-            chosen_statuses = [(row, status) for row, status in statuses if status.section is section]
-            chosen_statuses.sort(key=lambda item: section_order(section, item[1]))
-            limit, offset = page_bounds(len(chosen_statuses), limit, offset)
-            page = chosen_statuses[offset : offset + limit]
-            total = len(chosen_statuses)
+            chosen = [(row, status) for row, status in self.live_statuses() if status.section is section]
+            chosen.sort(key=lambda item: section_order(section, item[1]))
+            limit, offset = page_bounds(len(chosen), limit, offset)
+            page = chosen[offset : offset + limit]
+            total = len(chosen)
         return {
             "section": section.value,
             "total": total,
@@ -296,17 +420,64 @@ class Monitor:
         }
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
-        rows = [r for r in _run_rows(self.session, [dag_id]) if r["run_id"] == run_id]
+        from airflow.models.dagrun import DagRun
+
+        if dag_id not in self.dag_ids:
+            return None
+        rows = _rows(self.session, _zeta_runs_query([dag_id]).where(DagRun.run_id == run_id))
         if not rows:
             return None
-        row, status = self._statuses(rows)[0]
+        row = rows[0]
+        status = self._status(row, _task_rows(self.session, rows)[(dag_id, run_id)])
         return run_json(status, row, self.now, dag_id in self.log_dag_ids)
 
     def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
         from airflow_provider_zeta.core.freshness import current_ledger
-        from airflow_provider_zeta.sensors.checkpoint_freshness import read_attempt_ledgers
+        from airflow_provider_zeta.observers import read_attempt_ledgers
 
         return current_ledger(read_attempt_ledgers(self.reader.storage, dag_id, run_id, task_id, map_index))
+
+    def launcher_hosts(self, dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> list[str]:
+        """The host the launcher recorded for ``token`` (the deploy task's attempt record in
+        Airflow's task state store, written by the task, not by the job) and the addresses that
+        name resolves to."""
+        import json
+        import socket
+
+        from sqlalchemy import select
+
+        from airflow.models.task_state_store import TaskStateStoreModel
+
+        from airflow_provider_zeta.core.ledger import ATTEMPT_RECORD_PREFIX
+
+        query = select(TaskStateStoreModel.value).where(
+            TaskStateStoreModel.dag_id == dag_id,
+            TaskStateStoreModel.run_id == run_id,
+            TaskStateStoreModel.task_id == task_id,
+            TaskStateStoreModel.map_index == map_index,
+            TaskStateStoreModel.key.like(ATTEMPT_RECORD_PREFIX + "%"),
+        )
+        hosts: set[str] = set()
+        for (value,) in self.session.execute(query).all():
+            try:
+                record = json.loads(value) if isinstance(value, str) else value
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("token") == token and isinstance(record.get("host"), str):
+                hosts.add(record["host"])
+        addresses = set()
+        for host in hosts:
+            try:
+                addresses |= {info[4][0] for info in socket.getaddrinfo(host, None)}
+            except OSError:
+                pass
+        return sorted(hosts | addresses)
+
+
+def _order_key(row: dict[str, Any]) -> tuple:
+    """Newest first, as ``_newest_first``: a smaller key comes first."""
+    run_after = row.get("run_after")
+    return (-(run_after.timestamp() if run_after is not None else float("-inf")), -int(row["id"]))
 
 
 # ---------------------------------------------------------------------------- the app
@@ -387,23 +558,30 @@ def build_app():
         return found
 
     @app.get("/driver", dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_LOGS))])
-    def driver(user: GetUserDep, session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
+    def driver(request: Request, user: GetUserDep, session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
+        """Where the deploy task's "Spark driver" link leads, first match wins (logged as
+        ``zeta.monitor.driver_link.<rule>``): ``history_server`` (``[zeta] spark_history_server_url``
+        set and the driver recorded its application id), ``launcher_host`` / ``allow_listed`` (the
+        driver runs and its Spark UI is on the host the launcher recorded, or on an allow-listed
+        host), else ``task_log``: the task's log in the Airflow UI, where the trigger streamed the
+        driver's output through Airflow's masker. The driver's log file itself is never served."""
         monitor = Monitor(session, {dag_id})
         ledger = monitor.current_ledger(dag_id, run_id, task_id, map_index)
         if ledger is None:
             return PlainTextResponse(f"{dag_id}.{task_id} has no driver attempt in run {run_id} yet.", status_code=404)
-        if isinstance(ledger, CorruptState):
-            return PlainTextResponse(f"the driver ledger of {dag_id}.{task_id} cannot be read: {redact(str(ledger))}\n")
-        ui = safe_link(ledger.spark_ui_url)
-        if ui and ledger.status is LedgerStatus.RUNNING:
-            return RedirectResponse(ui, status_code=307)
-        tail = monitor.reader.driver_log_tail(dag_id, run_id, task_id, map_index, ledger.token)
-        header = (
-            f"driver of {dag_id}.{task_id} in run {run_id}: attempt {ledger.token}, {ledger.status.value}"
-            f"{'' if ui else ' (no Spark UI)'}\n"
-        )
-        body = redact(tail) if tail is not None else "(the driver log is not on this host's filesystem)\n"
-        return PlainTextResponse(header + "-" * 72 + "\n" + body)
+        target, rule = None, "task_log"
+        if isinstance(ledger, Ledger):
+            history = history_link(monitor.settings.spark_history_server_url, ledger.spark_app_id)
+            if history:
+                target, rule = history, "history_server"
+            elif ledger.status is LedgerStatus.RUNNING and ledger.spark_ui_url is not None:
+                hosts = monitor.launcher_hosts(dag_id, run_id, task_id, map_index, ledger.token)
+                target, why = redirect_target(ledger.spark_ui_url, hosts, monitor.settings.spark_ui_allowed_hosts)
+                rule = why if target else f"task_log ({why})"
+        if target is None:
+            target = task_log_path(_ui_base(request), dag_id, run_id, task_id, map_index)
+        log.info("zeta.monitor.driver_link.%s: %s.%s run %s", rule.split(" ")[0], dag_id, task_id, run_id)
+        return RedirectResponse(target, status_code=307)
 
     @app.get("/ui", response_class=HTMLResponse)
     def ui(
@@ -421,7 +599,7 @@ def build_app():
         monitor = monitor_for(user, session, dag_id)
         offsets = {Section.RUNNING: running_offset, Section.RETAINED: retained_offset, Section.ENDED: ended_offset}
         if run_id and dag_id:
-            found = monitor.run(dag_id, run_id) if dag_id in monitor.dag_ids else None
+            found = monitor.run(dag_id, run_id)
             sections = {
                 s: {"section": s.value, "total": 0, "limit": limit, "offset": 0, "runs": []} for s in Section
             }
@@ -434,6 +612,12 @@ def build_app():
         return HTMLResponse(content if fragment else page.render_page(content))
 
     return app
+
+
+def _ui_base(request) -> str:
+    """The Airflow UI's base path as seen from this app (mounted at ``<base>/zeta``)."""
+    root = (request.scope.get("root_path") or "").rstrip("/")
+    return root[: -len("/zeta")] if root.endswith("/zeta") else ""
 
 
 class LazyApp:

@@ -128,6 +128,13 @@ def _run_block(run: Mapping[str, Any]) -> str:
             "</tr>"
             + _source_rows(run, pipeline)
         )
+    if run.get("error"):  # the run's state could not be read: an error on its own row
+        parts.append(
+            '<tr class="run">'
+            f'<td colspan="3"><a href="{airflow_run}" target="_top" class="mono">{_e(run["dag_id"])} / {_e(run["run_id"])}</a></td>'
+            f'<td colspan="6" class="err" data-error="run">cannot be shown: {_e(run["error"])}</td>'
+            "</tr>"
+        )
     return "".join(parts)
 
 

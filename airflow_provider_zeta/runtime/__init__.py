@@ -43,16 +43,32 @@ class ZetaContext:
     task_id: str
     map_index: int
     incarnation: int
-    token: str  # this attempt's token; stamped on the ledger, staging path and Spark app name
+    token: str  # this attempt's token; stamped on the ledger, staging path and spark-submit conf (and the default app name)
     logical_date: str | None  # ISO-8601, None for a run without a logical date
-    ds: str | None  # YYYY-MM-DD of the logical date (the partition key)
+    ds: str | None  # YYYY-MM-DD of the logical date
     params: dict[str, Any] = field(default_factory=dict)
+    # The run's rendered partition (zeta_pipeline's ``partition``), e.g. "ds=2026-06-01/hour=13";
+    # None for a deploy task given no partition spec.
+    partition: str | None = None
     _on_change: Callable[[], None] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     rows: int | None = None
     metrics: dict[str, Any] = field(default_factory=dict)
     checkpoints: int = 0
     last_checkpoint_at: float | None = None
+    files: dict[str, int] | None = None  # set by the driver at finish: what the job staged
+
+    def _record_staged_files(self) -> None:
+        """List what the job left under ``output_path`` (relative name -> size in bytes).
+
+        Called by the driver once the job returned, before it writes ``succeeded``: the ledger then
+        says exactly which output this attempt reported, and the completed point publishes the
+        staging only if it still matches (a deleted or altered staging directory is never published
+        as an empty or different source).
+        """
+        from airflow_provider_zeta.storage import StateStorage
+
+        self.files = StateStorage.from_url(self.output_path).file_sizes("")
 
     def report(self, rows: int | None = None, **metrics: Any) -> None:
         """Record the row count and any JSON-able metrics of this attempt's output."""

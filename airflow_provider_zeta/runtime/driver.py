@@ -20,12 +20,19 @@ The bootstrap then
 4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
    checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
    appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
+   a **lease watchdog** thread, with its own deadline, stops the process when no heartbeat write
+   has succeeded for the lease (``core.ledger.driver_lease``: a fraction of ``lost_after``,
+   counted by this process's monotonic clock from the *start* of its last successful write) —
+   whether the writes fail or hang. Coordinators count a driver as certainly stopped only after
+   its heartbeat has been silent longer than that (plus a margin), and only then redeploy;
 5. at the end writes the terminal status: ``succeeded`` (with output path, rows and metrics the job
    reported), or ``failed`` with the error. ``SystemExit(0)`` counts as success.
 
 The driver computes and reports only (G8): it never publishes or deletes anything. Every ledger
 write is an atomic replace, and the terminal write happens under the same lock as heartbeats, after
-which no heartbeat is written, so the last document a reader sees is the terminal one.
+which no heartbeat is written, so the last document a reader sees is the terminal one. The SIGTERM
+handler never waits for that lock when it interrupted the very thread that holds it (the lock is
+not reentrant): it then leaves the terminal write to that thread, right after its write.
 
 It imports no Airflow module: the environment a task gives its children cannot import Airflow.
 """
@@ -50,13 +57,15 @@ if __package__ in (None, ""):
 
 from airflow_provider_zeta import runtime  # noqa: E402
 from airflow_provider_zeta.runtime import streaming  # noqa: E402
-from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus  # noqa: E402
+from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus, driver_lease  # noqa: E402
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE  # noqa: E402
+from airflow_provider_zeta.processes import host_id  # noqa: E402
 from airflow_provider_zeta.storage import StateStorage  # noqa: E402
 
 EXIT_FAILED = 1
 EXIT_FENCED = 3
 EXIT_CANCELLED = 143
+EXIT_LEASE_LOST = 4
 SPEC_FLAG = "--zeta-spec"
 
 
@@ -75,10 +84,17 @@ class DriverBootstrap:
         # coordinator counts it as lost and may redeploy, and it might not be able to kill us (we
         # may be on another host, or our cancel marker unreadable).
         self.lost_after = float(spec.get("lost_after", 60))
-        self._last_heartbeat_ok = time.monotonic()
+        self.lease = driver_lease(self.lost_after)
+        # Monotonic start of the last ledger write that succeeded: the lease counts from there.
+        self._renewed_at = time.monotonic()
         self.started_at = time.time()
         self._lock = threading.Lock()
+        self._lock_owner: int | None = None  # thread holding _lock (the SIGTERM handler reads it)
+        self._pending_signal: int | None = None
+        self._beat = 0
+        self._host_id = host_id()
         self._terminal = False
+        self._spark_seen: tuple[str | None, str | None] = (None, None)
         self._stop = threading.Event()
         self._last_change_write = 0.0
         self.context = runtime.ZetaContext(
@@ -93,13 +109,20 @@ class DriverBootstrap:
             logical_date=spec.get("logical_date"),
             ds=spec.get("ds"),
             params=dict(spec.get("params") or {}),
+            partition=spec.get("partition"),
         )
 
     # -- ledger
 
     def _ledger(self, status: LedgerStatus, error: str | None = None) -> Ledger:
         ctx = self.context
+        # Remembered once seen: a job that stops its SparkSession before it returns still reports
+        # which application it ran in its terminal ledger.
         app_id, ui_url = _spark_identity()
+        if app_id is None:
+            app_id, ui_url = self._spark_seen
+        else:
+            self._spark_seen = (app_id, ui_url)
         now = time.time()
         return Ledger(
             token=self.token,
@@ -122,6 +145,9 @@ class DriverBootstrap:
             task_id=ctx.task_id,
             source=ctx.source,
             incarnation=ctx.incarnation,
+            beat=self._beat,
+            host_id=self._host_id,
+            files=ctx.files if status is LedgerStatus.SUCCEEDED else None,
         )
 
     def write(self, status: LedgerStatus, error: str | None = None, claim: bool = False) -> bool:
@@ -133,16 +159,29 @@ class DriverBootstrap:
         (a late arrival is a no-op). A ledger file missing from a directory that is still there is
         outside damage: the next write restores it.
         """
-        with self._lock:
-            if self._terminal:
-                return False
-            if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
-                self._terminal = True
-                raise AttemptDeleted(self.token)
-            self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())
-            if status.terminal:
-                self._terminal = True
-            return True
+        started = time.monotonic()
+        try:
+            with self._lock:
+                self._lock_owner = threading.get_ident()
+                try:
+                    if self._terminal:
+                        return False
+                    if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
+                        self._terminal = True
+                        raise AttemptDeleted(self.token)
+                    self._beat += 1
+                    self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())
+                    self._renewed_at = max(self._renewed_at, started)
+                    if status.terminal:
+                        self._terminal = True
+                    return True
+                finally:
+                    self._lock_owner = None
+        finally:
+            if self._pending_signal is not None:
+                # SIGTERM arrived while this thread held the lock: act on it now that it is free.
+                signum, self._pending_signal = self._pending_signal, None
+                self._on_sigterm(signum, None)
 
     def cancel_requested(self) -> bool:
         return self.attempt.exists(CANCEL_MARKER)
@@ -156,21 +195,32 @@ class DriverBootstrap:
                     self._cancel()
                     return
                 self.write(LedgerStatus.RUNNING)
-                self._last_heartbeat_ok = time.monotonic()
             except AttemptDeleted:
                 self._stop_deleted()
-            except Exception:  # a flaky store must not kill the job at once; the next beat retries
+            except Exception:  # a flaky store must not kill the job at once; the watchdog bounds it
                 traceback.print_exc()
-                silent = time.monotonic() - self._last_heartbeat_ok
-                if silent > 0.8 * self.lost_after:
-                    print(
-                        f"[zeta] no heartbeat written for {silent:.0f}s (lost after {self.lost_after:.0f}s): "
-                        "stopping, the coordinator may already have redeployed this attempt",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    _cancel_spark_jobs()
-                    os._exit(EXIT_CANCELLED)
+
+    def lease_expired(self, now: float | None = None) -> bool:
+        """No write that started within the lease has succeeded: coordinators may soon count us lost."""
+        return (time.monotonic() if now is None else now) - self._renewed_at > self.lease
+
+    def _watchdog_loop(self) -> None:
+        # Its own thread and deadline: a heartbeat write that hangs (a stuck NFS mount, an object
+        # store that never answers) blocks the heartbeat thread, never this one.
+        period = max(0.05, min(1.0, self.lease / 20))
+        while not self._stop.wait(period):
+            if self._terminal:
+                return
+            if self.lease_expired():
+                silent = time.monotonic() - self._renewed_at
+                print(
+                    f"[zeta] no heartbeat renewed for {silent:.0f}s (lease {self.lease:.0f}s, lost after "
+                    f"{self.lost_after:.0f}s): stopping, the coordinator may redeploy this attempt",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                _cancel_spark_jobs()
+                os._exit(EXIT_LEASE_LOST)
 
     def _stop_deleted(self) -> None:
         print(
@@ -193,7 +243,13 @@ class DriverBootstrap:
 
     def _on_sigterm(self, signum, frame) -> None:
         # Stopped from outside (a coordinator after its grace, or the host shutting down): leave a
-        # terminal ledger behind instead of one that only goes stale.
+        # terminal ledger behind instead of one that only goes stale. The handler runs in the main
+        # thread between two bytecodes: if that thread is inside write() it holds the (non-
+        # reentrant) lock, and taking it here would deadlock. Then write() finishes its document
+        # and calls back here on its way out.
+        if self._lock_owner == threading.get_ident():
+            self._pending_signal = signum
+            return
         why = "cancelled by the coordinator (cancel marker)" if self.cancel_requested() else f"terminated by signal {signum}"
         status = LedgerStatus.CANCELLED if self.cancel_requested() else LedgerStatus.FAILED
         _cancel_spark_jobs()
@@ -213,18 +269,27 @@ class DriverBootstrap:
         runtime._install(self.context)
         beat = threading.Thread(target=self._heartbeat_loop, name="zeta-heartbeat", daemon=True)
         beat.start()
+        threading.Thread(target=self._watchdog_loop, name="zeta-lease-watchdog", daemon=True).start()
         # Streaming progress and idle events record checkpoints as soon as the job's SparkSession exists.
         streaming.SessionWatcher(self.context.checkpoint, self._stop).start()
         application = self.spec["application"]
         sys.argv = [application, *self.user_args]
         try:
-            runpy.run_path(application, run_name="__main__")
-        except SystemExit as exit_:
-            if exit_.code not in (None, 0):
-                return self._finish_failed(f"the job exited with status {exit_.code!r}")
-        except BaseException as error:  # the job's own failure, reported in the ledger
-            traceback.print_exc()
-            return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
+            try:
+                runpy.run_path(application, run_name="__main__")
+            except SystemExit as exit_:
+                if exit_.code not in (None, 0):
+                    return self._finish_failed(f"the job exited with status {exit_.code!r}")
+            except BaseException as error:  # the job's own failure, reported in the ledger
+                traceback.print_exc()
+                return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
+            # Listed while the heartbeat and the lease watchdog still run: a large or remote staging
+            # directory may take longer than the lease, and a silent driver would be judged lost.
+            try:
+                self.context._record_staged_files()
+            except Exception as error:  # an unreadable staging directory is this attempt's failure
+                traceback.print_exc()
+                return self._finish_failed(f"could not list the staged output: {type(error).__name__}: {error}"[:2000])
         finally:
             self._stop.set()
         return self._finish(LedgerStatus.SUCCEEDED, None, 0)

@@ -31,81 +31,25 @@ What it does not do
     It does not stop or restart the job: it only reports (G8: the deploy task, the trigger on a
     user action, and the cleanup stop drivers). It does not judge a job before its first driver has
     claimed its attempt, nor between a failed attempt and its retry. Until the first checkpoint,
-    the age counts from the attempt's start (driver and JVM start-up included): a job that never
-    checkpoints is stale after ``threshold`` — use it on jobs that do.
+    the age counts from the attempt's start (driver and JVM start-up included) and is compared
+    with ``first_checkpoint_threshold`` (default: ``threshold``): a job that never checkpoints is
+    stale after it — use the sensor on jobs that do.
 """
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_zeta.core.freshness import Freshness, FreshnessJudgement, current_ledger, judge_freshness
-from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
-from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
-from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
+from airflow_provider_zeta.core.freshness import Freshness
+from airflow_provider_zeta.observers import JobWatch
+from airflow_provider_zeta.settings import ZetaSettings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-
-
-def read_attempt_ledgers(storage, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Ledger | CorruptState]:
-    """Every attempt's ledger of one deploy task (a token directory without a ledger is skipped)."""
-    base = task_attempts_dir(dag_id, run_id, task_id, map_index)
-    found: list[Ledger | CorruptState] = []
-    for token in storage.list_dir(base):
-        attempt = storage.child(f"{base}/{token}")
-        try:
-            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), token, attempt.url_of(LEDGER_FILE))
-        except CorruptState as error:
-            found.append(error)
-            continue
-        if ledger is not None:
-            found.append(ledger)
-    return found
-
-
-class JobWatch:
-    """Reads what ``judge_freshness`` needs for one job; usable in a task and in a trigger."""
-
-    def __init__(self, dag_id: str, run_id: str, job_task_id: str, map_index: int, state_root: str, threshold: float):
-        self.dag_id = dag_id
-        self.run_id = run_id
-        self.job_task_id = job_task_id
-        self.map_index = int(map_index)
-        self.state_root = state_root
-        self.threshold = float(threshold)
-        self._storage = None
-
-    @property
-    def job(self) -> str:
-        suffix = f"[{self.map_index}]" if self.map_index >= 0 else ""
-        return f"{self.dag_id}.{self.job_task_id}{suffix}"
-
-    def task_state(self) -> str | None:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-        states = RuntimeTaskInstance.get_task_states(
-            dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]
-        ).get(self.run_id, {})
-        key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
-        return states.get(key)
-
-    def ledger(self) -> Ledger | CorruptState | None:
-        if self._storage is None:
-            self._storage = open_state_storage(self.state_root)
-        return current_ledger(
-            read_attempt_ledgers(self._storage, self.dag_id, self.run_id, self.job_task_id, self.map_index)
-        )
-
-    def judge(self) -> FreshnessJudgement:
-        # Task state first: a job that ended between the two reads is then judged by its ledger as
-        # "between attempts" (watching), never as stale.
-        state = self.task_state()
-        return judge_freshness(self.job, state, self.ledger(), time.time(), self.threshold)
 
 
 class CheckpointFreshnessSensor(BaseOperator):
@@ -113,12 +57,16 @@ class CheckpointFreshnessSensor(BaseOperator):
 
     :param job_task_id: task id of the ``ZetaSparkJobOperator`` to watch (same DAG run); for a
         ``zeta_pipeline`` source: ``"<pipeline_id>.deploy_<source>"``.
-    :param threshold: seconds the last checkpoint may be old (keep it well above the job's
+    :param threshold: how old (``timedelta`` or seconds) the last checkpoint may be (keep it well above the job's
         checkpoint interval plus ``[zeta] driver_heartbeat_interval``: checkpoints reach the ledger
         at most once a second, and at the latest with the next heartbeat; and above the driver's
         start-up time up to its first checkpoint).
+    :param first_checkpoint_threshold: how long (``timedelta`` or seconds) an attempt may run
+        before its first checkpoint (default: ``threshold``). Spark start-up, the first read of a
+        backlog and a first micro-batch under load take longer than a steady batch interval:
+        give them their own bound instead of raising ``threshold`` for the whole stream.
     :param map_index: map index of the job task (``-1``: not mapped).
-    :param poll_interval: seconds between two looks of the trigger (default ``[zeta] poll_interval``).
+    :param poll_interval: time between two looks of the trigger (default ``[zeta] poll_interval``).
 
     Place it beside the job (no upstream edge), as ``ReadyToCloseSensor`` is: it starts watching
     when the run starts and succeeds when the job's task ends, whatever its outcome.
@@ -130,20 +78,23 @@ class CheckpointFreshnessSensor(BaseOperator):
         self,
         *,
         job_task_id: str,
-        threshold: float,
+        threshold: Duration,
+        first_checkpoint_threshold: Duration | None = None,
         map_index: int = -1,
-        poll_interval: float | None = None,
+        poll_interval: Duration | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if not job_task_id:
             raise ValueError(f"{self.task_id}: 'job_task_id' must name the ZetaSparkJobOperator task to watch")
-        if threshold is None or float(threshold) <= 0:
-            raise ValueError(f"{self.task_id}: 'threshold' must be positive seconds, got {threshold!r}")
-        if poll_interval is not None and float(poll_interval) <= 0:
-            raise ValueError(f"{self.task_id}: 'poll_interval' must be positive seconds, got {poll_interval!r}")
+        check_duration_unless_template(poll_interval, f"{self.task_id}: 'poll_interval'")
         self.job_task_id = job_task_id
-        self.threshold = float(threshold)
+        self.threshold = duration_seconds(threshold, f"{self.task_id}: 'threshold'")
+        self.first_checkpoint_threshold = (
+            None
+            if first_checkpoint_threshold is None
+            else duration_seconds(first_checkpoint_threshold, f"{self.task_id}: 'first_checkpoint_threshold'")
+        )
         self.map_index = int(map_index)
         self.poll_interval = poll_interval
 
@@ -158,7 +109,15 @@ class CheckpointFreshnessSensor(BaseOperator):
     def _evaluate(self, context: Context) -> Any:
         settings = ZetaSettings.load()
         ti = context["ti"]
-        watch = JobWatch(ti.dag_id, ti.run_id, self.job_task_id, self.map_index, settings.state_root, self.threshold)
+        watch = JobWatch(
+            ti.dag_id,
+            ti.run_id,
+            self.job_task_id,
+            self.map_index,
+            settings.state_root,
+            self.threshold,
+            self.first_checkpoint_threshold,
+        )
         judgement = watch.judge()
         self.log.info("zeta.freshness.%s: %s", judgement.rule, judgement.message)
         if judgement.verdict is Freshness.STALE:
@@ -175,7 +134,8 @@ class CheckpointFreshnessSensor(BaseOperator):
                 job_task_id=self.job_task_id,
                 map_index=self.map_index,
                 threshold=self.threshold,
-                poll_interval=float(self.poll_interval or settings.poll_interval),
+                first_checkpoint_threshold=self.first_checkpoint_threshold,
+                poll_interval=duration_or_default(self.poll_interval, settings.poll_interval, f"{self.task_id}: 'poll_interval'"),
                 state_root=settings.state_root,
                 not_before=not_before(),
             ),

@@ -14,10 +14,28 @@ How it works
     a source failed with no retries left (fail now, naming it), a corrupt report (fail now), or the
     deadline passed (fail, naming who is missing).
 
+    A report whose attempt cannot be verified (its ledger is gone, unreadable, not ``succeeded``,
+    another output or row count) fails the wait at once (``unverifiable_report``), naming the source
+    and the token: waiting cannot repair it.
+
     The deadline is absolute: fixed at the first try and kept in the task state store, so retries,
     restarts and re-deferrals never stretch it. While waiting, the task defers on
-    ``ReadyToCloseTrigger``, which runs the same evaluation; every ready source is also recorded in
-    the task state store (one key per source) so progress is visible and survives everything.
+    ``ReadyToCloseTrigger``, which runs the same evaluation. The reports the sensor already
+    verified travel in the trigger's kwargs (up to ``MAX_VERIFIED_IN_TRIGGER``, so the trigger row
+    stays bounded; the trigger reads any others once when it starts), so it does not read them
+    again; the trigger then reads only sources that finish and logs only what changed. When all are
+    ready it wakes the sensor with the ready set: the sensor checks, with one task-state call, that
+    every source is still ``success`` (else it evaluates afresh), records the sources that became
+    ready since the deferral and returns the ready set. On any other verdict the sensor fails with
+    the trigger's message without reading anything again. Every ready source is recorded in the
+    task state store (one key per source) so progress is visible.
+
+Cost
+    The first evaluation of a try reads every finished source once (1 task-state call, one XCom
+    and one ledger read per finished source, one task-state-store write per ready source). Each
+    trigger poll: 1 task-state call plus one XCom and one ledger read per *newly* finished source.
+    The wake at the end: one task-state call, one store write per source ready since the deferral.
+    See ``docs/benchmarks.md``.
 
 What it does not do
     It never publishes; it does not judge a source by anything but its task state and its report.
@@ -25,95 +43,43 @@ What it does not do
 
 from __future__ import annotations
 
+import datetime as dt
+
 import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
-from airflow_provider_zeta.core.ready import (
-    Evaluation,
-    Verdict,
-    attempt_problem,
-    evaluate,
-    parse_report,
-    wait_deadline,
-)
-from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
+from airflow_provider_zeta.core.ledger import CorruptState
+from airflow_provider_zeta.core.ready import Evaluation, Verdict, wait_deadline
+from airflow_provider_zeta.observers import RunObserver
+from airflow_provider_zeta.settings import ZetaSettings
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 DEADLINE_KEY = "zeta_ready_deadline"
 READY_KEY_PREFIX = "zeta_ready_"
-
-
-class RunObserver:
-    """Reads what ``core.ready.evaluate`` needs, for one run; usable in a task and in a trigger.
-
-    Remembers reports it already read and verified, so a poll costs one task-state call plus one
-    XCom read (and one ledger read) per source that finished since the previous poll.
-    """
-
-    def __init__(self, dag_id: str, run_id: str, expected: Mapping[str, str], state_root: str) -> None:
-        self.dag_id = dag_id
-        self.run_id = run_id
-        self.expected = dict(expected)
-        self.state_root = state_root
-        self._reports: dict[str, Any] = {}  # task id -> raw report, for sources seen in success
-        self._unverified: dict[str, str] = {}
-        self._storage = None
-
-    def _ledger_problem(self, source: str, task_id: str, raw: Any) -> str | None:
-        try:
-            report = parse_report(raw, source, task_id)
-        except CorruptState:
-            return None  # evaluate() reports it as corrupt
-        if self._storage is None:
-            self._storage = open_state_storage(self.state_root)
-        attempt = self._storage.child(attempt_dir(self.dag_id, self.run_id, task_id, -1, report.token))
-        try:
-            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), report.token, attempt.url_of(LEDGER_FILE))
-        except CorruptState as error:
-            ledger = error
-        return attempt_problem(report, ledger)
-
-    def observe(self, incarnation: int, deadline: float) -> Evaluation:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-        from airflow.sdk.execution_time.xcom import XCom
-
-        states_by_run = RuntimeTaskInstance.get_task_states(
-            dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id]
-        )
-        states = dict(states_by_run.get(self.run_id, {}))
-        for source, task_id in self.expected.items():
-            if states.get(task_id) != "success":
-                # A source that runs again has its XComs wiped: forget what we read of it.
-                self._reports.pop(task_id, None)
-                self._unverified.pop(source, None)
-                continue
-            if task_id in self._reports and source not in self._unverified:
-                continue
-            raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
-            if raw is None:
-                continue
-            self._reports[task_id] = raw
-            problem = self._ledger_problem(source, task_id, raw)
-            if problem:
-                self._unverified[source] = problem
-            else:
-                self._unverified.pop(source, None)
-        return evaluate(self.expected, states, self._reports, incarnation, time.time(), deadline, self._unverified)
+#: Reports the sensor hands to its trigger in the kwargs (about 250 bytes each): enough that a
+#: typical run's trigger starts with nothing to re-read, bounded so the trigger row stays small.
+MAX_VERIFIED_IN_TRIGGER = 200
 
 
 class ReadyToCloseSensor(BaseOperator):
     """Wait until every source of the run has reported ready-to-close; return the ready set.
 
     :param sources: source name -> task id of its deploy task (same DAG run).
-    :param timeout: seconds from the sensor's first try after which a missing source fails it.
+    :param timeout: how long (``timedelta`` or seconds) from the sensor's first try until a missing
+        source fails it.
     :param poll_interval: upper bound of the trigger's polling backoff (default ``[zeta] poll_interval``).
+
+    ``retries`` defaults to 3 and ``retry_delay`` to 5 seconds: a worker killed while the sensor
+    evaluates (before it defers, or when the trigger woke it) must not fail a run whose sources all
+    succeeded. Its verdicts (a failed source, a corrupt or unverifiable report, the deadline) raise
+    ``AirflowFailException`` and are not retried; the deadline is absolute, so retries do not
+    extend it.
     """
 
     ui_color = "#9fd3c7"
@@ -122,26 +88,61 @@ class ReadyToCloseSensor(BaseOperator):
         self,
         *,
         sources: Mapping[str, str],
-        timeout: float = 6 * 3600,
-        poll_interval: float | None = None,
+        timeout: Duration = 6 * 3600,
+        poll_interval: Duration | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("retries", 3)
+        kwargs.setdefault("retry_delay", dt.timedelta(seconds=5))
         super().__init__(**kwargs)
         if not sources:
             raise ValueError(f"{self.task_id}: 'sources' must name at least one source -> task id")
-        if timeout <= 0:
-            raise ValueError(f"{self.task_id}: 'timeout' must be positive seconds, got {timeout!r}")
+        check_duration_unless_template(poll_interval, f"{self.task_id}: 'poll_interval'")
         self.sources = dict(sources)
-        self.timeout = float(timeout)
+        self.timeout = duration_seconds(timeout, f"{self.task_id}: 'timeout'")
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> Any:
         return self._evaluate(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        if event:
-            self.log.info("zeta.ready: woken by the trigger: %s", event.get("message"))
+        """Woken by the trigger: return its ready set, or fail with its verdict, reading no report again."""
+        event = event or {}
+        verdict, message = event.get("verdict"), event.get("message")
+        if verdict == Verdict.ALL_READY.value and isinstance(event.get("ready_set"), Mapping):
+            return self._trigger_ready_set(context, event)
+        if verdict == Verdict.CORRUPT.value:
+            # The trigger judges with the incarnation it was deferred with; a source cleared since
+            # (the run's clear_number rose, this sensor was not cleared) reports a newer one. Only
+            # the task's own context knows the current incarnation: judge again here.
+            self.log.info("zeta.ready.recheck_in_worker: the trigger saw %s; evaluating again", message)
+            return self._evaluate(context)
+        if verdict and verdict != Verdict.WAITING.value:
+            self.log.info("zeta.ready.%s: %s", verdict, message)
+            raise AirflowFailException(f"[zeta.ready.{verdict}] {message}")
+        self.log.info("zeta.ready: woken by the trigger (%s): evaluating again", verdict)
         return self._evaluate(context)
+
+    def _trigger_ready_set(self, context: Context, event: dict[str, Any]) -> Any:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        ti = context["ti"]
+        states = RuntimeTaskInstance.get_task_states(
+            dag_id=ti.dag_id, task_ids=list(self.sources.values()), run_ids=[ti.run_id]
+        ).get(ti.run_id, {})
+        rerunning = sorted(source for source, task_id in self.sources.items() if states.get(task_id) != "success")
+        if rerunning:
+            # Cleared between the trigger's look and this wake: its report is gone; look again.
+            self.log.info("zeta.ready.changed_since_trigger: %s no longer success; evaluating again", rerunning)
+            return self._evaluate(context)
+        ready_set = dict(event["ready_set"])
+        store = context["task_state_store"]
+        for source in event.get("ready_since_deferral") or ():
+            report = ready_set["sources"].get(source)
+            if isinstance(report, Mapping):
+                store.set(f"{READY_KEY_PREFIX}{source}", report.get("token"))
+        self.log.info("zeta.ready.all_ready: %s", event.get("message"))
+        return ready_set
 
     def _deadline(self, context: Context) -> float:
         store = context["task_state_store"]
@@ -175,9 +176,11 @@ class ReadyToCloseSensor(BaseOperator):
                 dag_id=ti.dag_id,
                 run_id=ti.run_id,
                 sources=self.sources,
+                verified=observer.verified_reports(limit=MAX_VERIFIED_IN_TRIGGER),
+                recorded=sorted(evaluation.ready),
                 incarnation=incarnation,
                 deadline=deadline,
-                poll_interval=float(self.poll_interval or settings.poll_interval),
+                poll_interval=duration_or_default(self.poll_interval, settings.poll_interval, f"{self.task_id}: 'poll_interval'"),
                 state_root=settings.state_root,
                 not_before=not_before(),
             ),
@@ -185,8 +188,7 @@ class ReadyToCloseSensor(BaseOperator):
         )
 
     def _record_progress(self, context: Context, evaluation: Evaluation) -> None:
+        # One write per ready source and no read: the value is the token, the same on every try.
         store = context["task_state_store"]
         for source, report in evaluation.ready.items():
-            key = f"{READY_KEY_PREFIX}{source}"
-            if store.get(key) != report.token:
-                store.set(key, report.token)
+            store.set(f"{READY_KEY_PREFIX}{source}", report.token)

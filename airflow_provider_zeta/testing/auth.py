@@ -15,6 +15,11 @@ API server, login and JWT handling of ``SimpleAuthManager``.
 
 Configure with ``[core] auth_manager = airflow_provider_zeta.testing.auth.DagScopedSimpleAuthManager``
 and ``ZETA_TEST_DAG_SCOPES='{"alice": ["dag_a"]}'``; users not named there keep their role's access.
+
+Access kinds are granted separately too, as FAB's per-resource permissions do ("DAG Runs" and "Task
+Logs" are distinct): ``ZETA_TEST_DAG_ENTITIES='{"dave": ["RUN"]}'`` lets ``dave`` read DAGs and
+their runs (``DagAccessEntity.RUN``) but no other access kind of a DAG — task logs, task
+instances, XComs, ... — so "may read runs but not task logs" can be tested over HTTP.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import os
 from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
 
 SCOPES_ENV = "ZETA_TEST_DAG_SCOPES"
+ENTITIES_ENV = "ZETA_TEST_DAG_ENTITIES"
 
 
 def dag_scopes() -> dict[str, set[str]]:
@@ -38,10 +44,27 @@ def dag_scopes() -> dict[str, set[str]]:
     return {str(user): {str(dag) for dag in dags} for user, dags in data.items()}
 
 
+def dag_entities() -> dict[str, set[str]]:
+    """User -> the ``DagAccessEntity`` names (``RUN``, ``TASK_LOGS``, ...) granted on DAGs."""
+    raw = os.environ.get(ENTITIES_ENV, "")
+    if not raw:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ValueError(f"{ENTITIES_ENV} must be JSON like '{{\"dave\": [\"RUN\"]}}', got {raw!r}") from None
+    return {str(user): {str(name).upper() for name in names} for user, names in data.items()}
+
+
 class DagScopedSimpleAuthManager(SimpleAuthManager):
     def is_authorized_dag(self, *, method, user, access_entity=None, details=None) -> bool:
         allowed = super().is_authorized_dag(method=method, user=user, access_entity=access_entity, details=details)
+        if not allowed:
+            return False
+        entities = dag_entities().get(user.get_name())
+        if entities is not None and access_entity is not None and access_entity.name not in entities:
+            return False
         scope = dag_scopes().get(user.get_name())
-        if not allowed or scope is None or details is None or details.id is None:
-            return allowed
+        if scope is None or details is None or details.id is None:
+            return True
         return details.id in scope

@@ -22,6 +22,11 @@ It then checks, and reports as ``violations``:
 
 The same scenario runs the baseline DAG (stock operators): its figures (extra launches, duplicate
 or lost rows, half-visible partitions, leftovers) are reported, not asserted.
+
+The oracles over the jobs' own launch log (``relaunches``, ``driver_lives``,
+``overlapping_drivers``) also serve the multi-host test (tests/test_multi_host.py): there a driver's
+life runs from its start entry to its end entry, or to the moment the test killed its host, and two
+lives of one task key must never overlap.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class Kill:
     component: str
     at: float  # seconds since the scenario started
     restart_after: float
-    resume_s: float | None = None  # restart (or kill) -> next task state change of any scenario run
+    resume_s: float | None = None  # restart (or kill) -> next task state change of a scenario run; None: none came (or none was left to come)
 
 
 class TableWatcher(threading.Thread):
@@ -135,6 +140,98 @@ class ScenarioReport:
 
 def entries(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+
+
+# ---------------------------------------------------------------------- oracles over the jobs' own log
+#
+# The counting job (tests/jobs/counting_job.py) appends a start entry when it starts (``at``, its
+# task, run, source, incarnation, host and PID namespace) and an end entry (``end``) as its last act.
+# These functions judge a run from those entries alone, never from the provider's bookkeeping.
+
+
+def relaunches(log_entries: list[dict]) -> tuple[list[str], dict[tuple, int]]:
+    """Second launches per (run, source, incarnation), in launch order.
+
+    Returns the violations — a launch after an earlier launch of the same key that ran to its end
+    (a completed job launched again) — and, per key, how many launches followed a driver that never
+    logged its end (redeploys after a driver death, legitimate when the driver really died).
+    """
+    launched = [e for e in log_entries if "end" not in e]
+    ended = {e["token"] for e in log_entries if "end" in e}
+    groups: dict[tuple, list[dict]] = {}
+    for entry in launched:
+        groups.setdefault((entry.get("run_id"), entry["source"], entry.get("incarnation")), []).append(entry)
+    violations: list[str] = []
+    redeploys: dict[tuple, int] = {}
+    for key, items in groups.items():
+        for earlier in items[:-1]:
+            if earlier["token"] in ended:
+                violations.append(f"{key}: a second launch although {earlier['token']} ran to its end")
+            else:
+                redeploys[key] = redeploys.get(key, 0) + 1
+    return violations, redeploys
+
+
+@dataclasses.dataclass(frozen=True)
+class DriverLife:
+    """When one driver was alive, as its own log and the test's host kills tell."""
+
+    token: str
+    task_key: tuple  # (run_id, task): the task key (map index -1 throughout these DAGs)
+    host: str | None
+    pid_namespace: str | None
+    start: float  # wall clock of its start entry
+    end: float  # its end entry, else the kill of its host, else ``now`` (still alive or vanished)
+    ended_by: str  # "end" | "host_killed" | "open"
+
+
+def driver_lives(log_entries: list[dict], host_kills: dict[str, float], now: float) -> list[DriverLife]:
+    """One ``DriverLife`` per start entry. ``host_kills`` maps a killed host's hostname to the
+    wall-clock moment the test saw its last process die: a driver killed with its host logs no end,
+    and its life ends then. Hosts are matched by hostname, which the harness makes unique per host
+    (``<component>.<n>``), not by PID namespace: the kernel reuses a dead namespace's inode number
+    for a new one (seen: a replacement worker host got its killed predecessor's ``pid:[…]``). A driver without an end entry on a host nobody killed counts as alive
+    until ``now`` (the measurement's moment): the oracle never shortens a life it cannot see end."""
+    ends = {e["token"]: e["end"] for e in log_entries if "end" in e}
+    lives = []
+    for entry in log_entries:
+        if "end" in entry:
+            continue
+        token, host = entry["token"], entry.get("host")
+        if token in ends:
+            end, ended_by = ends[token], "end"
+        elif host in host_kills:
+            end, ended_by = host_kills[host], "host_killed"
+        else:
+            end, ended_by = now, "open"
+        lives.append(
+            DriverLife(
+                token=token,
+                task_key=(entry.get("run_id"), entry.get("task")),
+                host=host,
+                pid_namespace=entry.get("pid_namespace"),
+                start=entry["at"],
+                end=end,
+                ended_by=ended_by,
+            )
+        )
+    return lives
+
+
+def overlapping_drivers(lives: list[DriverLife]) -> list[tuple[DriverLife, DriverLife, float]]:
+    """Every pair of drivers of one task key alive at the same moment, with the overlap in seconds."""
+    found = []
+    by_key: dict[tuple, list[DriverLife]] = {}
+    for life in lives:
+        by_key.setdefault(life.task_key, []).append(life)
+    for group in by_key.values():
+        group.sort(key=lambda life: life.start)
+        for i, first in enumerate(group):
+            for second in group[i + 1:]:
+                overlap = min(first.end, second.end) - max(first.start, second.start)
+                if overlap > 0:
+                    found.append((first, second, overlap))
+    return found
 
 
 def run_scenario(
@@ -206,9 +303,18 @@ def run_scenario(
             cluster.start_component(component)
             resumed_from = time.monotonic()
         kill = Kill(component, at, restart_after if component != "worker" else 0.0)
+
+        def moved_or_idle() -> str | None:
+            if task_states() != before:
+                return "moved"
+            # A worker kill may hit another DAG's task (the cleanup DAG's) while every scenario
+            # run has ended: nothing of the scenario is left to resume (CI waited 300 s here).
+            states = run_states()
+            return "idle" if states and all(s in ("success", "failed") for s in states.values()) else None
+
         try:
-            cluster.wait_for(lambda: task_states() != before, 300, f"progress after the {component} kill", interval=0.5)
-            kill.resume_s = time.monotonic() - resumed_from
+            outcome = cluster.wait_for(moved_or_idle, 300, f"progress after the {component} kill", interval=0.5)
+            kill.resume_s = time.monotonic() - resumed_from if outcome == "moved" else None
         except Exception:
             kill.resume_s = None
         done_kills.append(kill)
@@ -234,9 +340,8 @@ def run_scenario(
         # backfill (which reprocesses this date) still runs.
         early_violations.append(f"run {first} did not end within {bound_s:.0f}s: {error}")
         log(f"  the first run did not end within {bound_s:.0f}s; going on with the backfill")
-    backfill = cluster.api(
-        "POST",
-        "/backfills",
+    backfill = create_backfill(
+        cluster,
         {
             "dag_id": dag_id,
             "from_date": f"{dates[0]}T00:00:00Z",
@@ -290,18 +395,9 @@ def run_scenario(
 
     # Launches per (run, source, incarnation).
     launched = [e for e in entries(launch_log) if "end" not in e]
-    ended = {e["token"] for e in entries(launch_log) if "end" in e}
-    groups: dict[tuple, list[dict]] = {}
-    for entry in launched:
-        groups.setdefault((entry.get("run_id"), entry["source"], entry.get("incarnation")), []).append(entry)
-    extra_launches = redeploys = 0
-    for key, items in groups.items():
-        for earlier in items[:-1]:
-            if earlier["token"] in ended:
-                extra_launches += 1
-                violations.append(f"{key}: a second launch although {earlier['token']} ran to its end")
-            else:
-                redeploys += 1
+    relaunched, redeploys_per_key = relaunches(entries(launch_log))
+    extra_launches, redeploys = len(relaunched), sum(redeploys_per_key.values())
+    violations += relaunched
 
     # After the retention window: nothing left, no driver alive.
     time.sleep(retention_s + 5)
@@ -338,6 +434,21 @@ def run_scenario(
     )
     log(f"chaos: {dag_id}: {len(done_kills)} kills, {len(launched)} launches, {len(violations)} violation(s)")
     return report
+
+
+def create_backfill(cluster: AirflowCluster, body: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+    """POST /backfills, asked again while the API answers 503: on SQLite Airflow refuses a backfill
+    whose creation meets another writer ("Database is locked. Backfill creation is not supported on
+    SQLite under concurrent access"), which the scheduler restarted by a kill makes likely. The
+    refusal creates nothing, so asking again is safe."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return cluster.api("POST", "/backfills", body)
+        except ClusterError as error:
+            if "HTTP 503" not in str(error) or time.monotonic() > deadline:
+                raise
+        time.sleep(2)
 
 
 def _seconds_between(start: str, end: str) -> float:

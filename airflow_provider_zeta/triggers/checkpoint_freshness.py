@@ -1,11 +1,11 @@
 """CheckpointFreshnessTrigger: the checkpoint-freshness watch, in the triggerer (G7).
 
-Runs the same evaluation as ``CheckpointFreshnessSensor`` (``JobWatch`` + ``core.freshness``) every
+Runs the same evaluation as ``CheckpointFreshnessSensor`` (``observers.JobWatch`` + ``core.freshness``) every
 ``poll_interval`` seconds, and also just past the moment the current checkpoint would go stale
 (``core.freshness.next_look``), so a stall is seen within the threshold plus one poll of the last
 checkpoint. It wakes the sensor when the verdict is anything but "watching" (no earlier than
-``not_before``; the task then fails once a worker has run it). Its kwargs hold two durations,
-``threshold`` and ``poll_interval``, which are only ever added to the ledger's own absolute times
+``not_before``; the task then fails once a worker has run it). Its kwargs hold durations
+(``threshold``, ``first_checkpoint_threshold``, ``poll_interval``), which are only ever added to the ledger's own absolute times
 or to the present, and one absolute moment, ``not_before``; nothing counts from when the trigger
 started: a triggerer restart re-creates it without stretching anything, and it keeps no state that
 matters.
@@ -34,6 +34,7 @@ class CheckpointFreshnessTrigger(BaseTrigger):
         poll_interval: float,
         state_root: str,
         not_before: float = 0.0,
+        first_checkpoint_threshold: float | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -44,6 +45,7 @@ class CheckpointFreshnessTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.state_root = state_root
         self.not_before = float(not_before)
+        self.first_checkpoint_threshold = None if first_checkpoint_threshold is None else float(first_checkpoint_threshold)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -57,15 +59,24 @@ class CheckpointFreshnessTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "state_root": self.state_root,
                 "not_before": self.not_before,
+                "first_checkpoint_threshold": self.first_checkpoint_threshold,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
-        from airflow_provider_zeta.sensors.checkpoint_freshness import JobWatch
+        from airflow_provider_zeta.observers import JobWatch
 
-        watch = JobWatch(self.dag_id, self.run_id, self.job_task_id, self.map_index, self.state_root, self.threshold)
+        watch = JobWatch(
+            self.dag_id,
+            self.run_id,
+            self.job_task_id,
+            self.map_index,
+            self.state_root,
+            self.threshold,
+            self.first_checkpoint_threshold,
+        )
         judge = sync_to_async(watch.judge)
         last_rule = None
         while True:

@@ -8,14 +8,30 @@ How it works
     backoff from 1 s up to ``poll_interval``. ``core.ledger.classify_ledger`` turns the ledger into
     running / succeeded / failed / cancelled / lost / missing, and ``core.deploy.trigger_should_fire``
     decides whether to wake the task; the task then decides what to do with ``core.deploy.decide``.
-    Everything it needs is in its kwargs, with absolute times only (``missing_deadline``), so a
-    triggerer restart re-creates it without stretching any wait.
+    Everything it needs is in its kwargs: ``missing_deadline`` (absolute), and the heartbeat
+    observation ``seen`` the task handed over (the mark and how long it had been seen unchanged, a
+    duration). A triggerer restart re-creates the trigger from them: the silence it had measured
+    since the hand-over is not counted again, so a wait can stretch, never shorten. ``timeout_at``
+    (the driver's ``job_timeout`` as an absolute moment, from the durable intent time) wakes the
+    task once passed.
+
+    Liveness is judged by observation: the driver is lost when its heartbeat mark has not changed
+    for ``lost_after``, counted on this process's monotonic clock from the task's hand-over
+    (``core.ledger.observe_heartbeat``) — neither the driver's timestamp nor the task host's clock
+    is compared with this clock. The event hands the silence back to the task, as a duration. In
+    ``wait_for_stop`` mode (the task gave the driver up) a lost driver wakes the task only once it
+    has certainly stopped.
+
+    A storage error while reading is retried (backing off) rather than failing the trigger: a
+    failed trigger fails the task without stopping its driver. A missing intent file that the task
+    wrote (``intent_expected``) means this triggerer does not share ``[zeta] state_root``: the
+    event says so at once and the task fails, launching nothing.
 
 What it does not do
     It makes no coordination decision itself, and it never cancels a driver when the triggerer
     restarts or hands the trigger to another triggerer (``cleanup``). Only ``on_kill`` — a user
-    marking the task failed/success or clearing it — writes the cancel marker and stops the local
-    driver process.
+    marking the task failed/success or clearing it, or deleting its run — writes the cancel marker
+    and stops the local driver process.
 """
 
 from __future__ import annotations
@@ -26,10 +42,17 @@ from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_provider_zeta.core.deploy import cancel_on_trigger_kill, trigger_should_fire
-from airflow_provider_zeta.core.ledger import CorruptState, LedgerView, classify_ledger, parse_ledger
-from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE
-from airflow_provider_zeta.processes import ProcessHandle, handle_alive, stop_token_processes
+from airflow_provider_zeta.core.deploy import TASK_INSTANCE_GONE, Timing, cancel_on_trigger_kill, trigger_should_fire
+from airflow_provider_zeta.core.ledger import (
+    CorruptState,
+    HeartbeatSeen,
+    LedgerView,
+    classify_ledger,
+    observe_heartbeat,
+    parse_ledger,
+)
+from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
+from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.triggers import sleep_until
 
@@ -48,6 +71,11 @@ class ZetaDriverTrigger(BaseTrigger):
         heartbeat_interval: float = 5.0,
         not_before: float = 0.0,
         task_key: dict[str, Any] | None = None,
+        seen: dict[str, Any] | None = None,
+        wait_for_stop: bool = False,
+        intent_expected: bool = False,
+        driver_output: dict[str, Any] | None = None,
+        timeout_at: float | None = None,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -60,6 +88,14 @@ class ZetaDriverTrigger(BaseTrigger):
         self.heartbeat_interval = float(heartbeat_interval)
         self.not_before = float(not_before)
         self.task_key = task_key  # dag_id, run_id, task_id, map_index of the deploy task
+        self.seen = seen  # HeartbeatSeen as the task handed it over (a duration, re-based on this clock)
+        self.wait_for_stop = bool(wait_for_stop)
+        self.intent_expected = bool(intent_expected)
+        self._seen = HeartbeatSeen.from_value(seen)
+        # h15: the driver's output streamed into the task's log (triggers/driver_output.py)
+        self.driver_output = driver_output
+        # The driver's job_timeout as an absolute moment (core.deploy.job_deadline), or None.
+        self.timeout_at = None if timeout_at is None else float(timeout_at)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -75,35 +111,95 @@ class ZetaDriverTrigger(BaseTrigger):
                 "heartbeat_interval": self.heartbeat_interval,
                 "not_before": self.not_before,
                 "task_key": self.task_key,
+                "seen": self.seen,
+                "wait_for_stop": self.wait_for_stop,
+                "intent_expected": self.intent_expected,
+                "driver_output": self.driver_output,
+                "timeout_at": self.timeout_at,
             },
         )
 
     def _handle(self) -> ProcessHandle | None:
         return ProcessHandle(**self.handle) if self.handle else None
 
-    def _look(self) -> tuple[LedgerView, str]:
+    def _look(self) -> tuple[LedgerView, str, bool, float]:
+        """(view, detail, fire?, silence) after one read; the process is checked before the ledger."""
+        handle = self._handle()
+        process_gone = handle is not None and handle_alive(handle) is False
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)
         where = attempt.url_of(LEDGER_FILE)
+        now = time.time()
+        silent = 0.0
         try:
             ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), self.token, where)
         except CorruptState as error:
-            return LedgerView.LOST, f"unreadable ledger: {error}"
-        handle = self._handle()
-        process_gone = handle is not None and handle_alive(handle) is False
-        view = classify_ledger(ledger, time.time(), self.lost_after, process_gone=process_gone)
-        return view, ("" if ledger is None else f"heartbeat {time.time() - ledger.heartbeat_at:.0f}s ago")
+            view, detail = LedgerView.LOST, f"unreadable ledger: {error}"
+        else:
+            if ledger is not None:
+                clock, reading = observer_clock()
+                self._seen = observe_heartbeat(self._seen, self.token, ledger.heartbeat_mark, clock, reading)
+                silent = self._seen.silent_for
+            elif self.intent_expected and not attempt.exists(INTENT_FILE):
+                return LedgerView.INVISIBLE, f"no intent file at {attempt.url_of(INTENT_FILE)}", True, 0.0
+            view = classify_ledger(ledger, now, self.lost_after, process_gone=process_gone, unchanged_for=silent)
+            detail = "" if ledger is None else f"heartbeat unchanged for {silent:.0f}s by the triggerer's clock"
+        fire = trigger_should_fire(
+            view,
+            now,
+            self.missing_deadline,
+            wait_for_stop=self.wait_for_stop,
+            unchanged_for=silent,
+            stopped_after=Timing(self.lost_after, self.lost_after).stopped_after,
+            process_gone=process_gone,
+            timeout_at=self.timeout_at,
+        )
+        if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
+            detail = f"{detail}; job_timeout reached".lstrip("; ")
+        return view, detail, fire, silent
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         delay = 1.0
+        # --- h15: driver output (all logic in triggers/driver_output.py) ---
+        from airflow_provider_zeta.triggers.driver_output import DriverOutput, log_lines
+
+        output = DriverOutput.from_kwargs(self.state_root, self.attempt_dir, self.driver_output)
+        if output is not None:
+            await output.register_secrets(self.log)
+        # --- end h15 ---
         while True:
-            view, detail = await asyncio.to_thread(self._look)
-            if trigger_should_fire(view, time.time(), self.missing_deadline):
+            try:
+                view, detail, fire, _ = await asyncio.to_thread(self._look)
+            except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
+                self.log.exception("zeta driver %s: could not read the ledger; retrying", self.token)
+                view, detail, fire = None, None, False
+            if output is not None:  # h15: stream new driver output into the task's log
+                try:
+                    log_lines(self.log, self.token, await asyncio.to_thread(output.drain if fire else output.poll))
+                except Exception:  # the output is a convenience: never fail the wait over it
+                    self.log.exception("zeta driver %s: could not read the driver's output", self.token)
+            if fire:
+                assert view is not None
                 self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
                 await sleep_until(self.not_before)
-                yield TriggerEvent({"token": self.token, "view": view.value, "detail": detail})
+                event = self._event(view, detail or "")
+                if output is not None:  # h15
+                    event["driver_output_offset"] = output.offset
+                yield TriggerEvent(event)
                 return
             await asyncio.sleep(delay)
             delay = min(self.poll_interval, delay * 2)
+
+    def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:
+        """What wakes the task: the view, and the silence measured here, re-based to this moment."""
+        seen = self._seen
+        if seen is not None:
+            seen = observe_heartbeat(seen, seen.token, seen.mark, *observer_clock())
+        return {
+            "token": self.token,
+            "view": view.value,
+            "detail": detail,
+            "seen": None if seen is None else seen.to_value(),
+        }
 
     async def on_kill(self) -> None:
         # A user acted on the task (mark failed/success, clear): the driver must not outlive it.
@@ -113,33 +209,57 @@ class ZetaDriverTrigger(BaseTrigger):
         if not cancel_on_trigger_kill(state):
             self.log.info("zeta driver %s: trigger killed but task state is %r: driver left running", self.token, state)
             return
-        await asyncio.to_thread(self._cancel_driver)
+        await asyncio.to_thread(self.cancel_driver)
 
     async def _task_state(self) -> str | None:
-        if not self.task_key:
-            return "unknown-task"  # kwargs of an older version: behave as before (cancel)
-        try:
-            from asgiref.sync import sync_to_async
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+        from asgiref.sync import sync_to_async
 
-            key = self.task_key
-            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-                dag_id=key["dag_id"], task_ids=[key["task_id"]], run_ids=[key["run_id"]]
-            )
-            by_task = states.get(key["run_id"], {})
-            task_id = key["task_id"] if int(key.get("map_index", -1)) < 0 else f"{key['task_id']}_{key['map_index']}"
-            if task_id not in by_task:
-                return None
-            # A cleared task instance has no state yet: that is an answer ("none"), not "unknown".
-            return by_task[task_id] or "none"
-        except Exception:
-            self.log.exception("zeta driver %s: could not read the task's state", self.token)
-            return None
+        return await sync_to_async(read_task_state)(self.task_key, self.log, self.token)
 
-    def _cancel_driver(self) -> None:
+    def cancel_driver(self) -> None:
+        """Stop this trigger's driver for good (its task was ended by a user action): cancel
+        marker, then a signal to its local processes. Also called by a ``deferrable=False`` task's
+        ``on_kill``, which runs this loop in its worker."""
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)
-        attempt.write_atomic(CANCEL_MARKER, b"cancelled: the deferred task was killed by a user action\n")
+        if self.intent_expected and not attempt.exists(""):
+            # The launch wrote its intent file into this directory before the driver started, so
+            # the directory is gone only because the delayed cleanup deleted it (the driver then
+            # stops on its own). A marker would re-create a directory no cleanup deletes again.
+            self.log.info("zeta driver %s: attempt directory already cleaned up; no cancel marker", self.token)
+        else:
+            attempt.write_atomic(CANCEL_MARKER, b"cancelled: the task was ended by a user action\n")
         # The driver polls its marker every heartbeat: give it that long to stop cleanly (and record
         # "cancelled"), then signal it. on_kill has a bounded time ([triggerer] on_kill_timeout).
         stop_token_processes(self.token, self._handle(), grace_s=5, self_exit_s=self.heartbeat_interval + 2)
-        self.log.info("zeta driver %s: cancel marker written (task killed by user action)", self.token)
+        self.log.info("zeta driver %s: cancel marker written (task ended by a user action)", self.token)
+
+
+def read_task_state(task_key: dict[str, Any] | None, log: Any, token: str) -> str | None:
+    """The current state of the task instance ``task_key`` names, through the Task SDK (from the
+    triggerer or from the task's own process): ``"none"`` for a cleared one, ``TASK_INSTANCE_GONE``
+    when its run was deleted, ``None`` when it cannot be read."""
+    if not task_key:
+        return "unknown-task"  # kwargs of an older version: behave as before (cancel)
+    # DeadlockImminentError is a BaseException: the Task SDK raises it when this runs in a signal
+    # handler (a worker's on_kill) that interrupted the task's own request to its supervisor.
+    from airflow.sdk.execution_time.comms import DeadlockImminentError
+
+    try:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        states = RuntimeTaskInstance.get_task_states(
+            dag_id=task_key["dag_id"], task_ids=[task_key["task_id"]], run_ids=[task_key["run_id"]]
+        )
+        by_task = states.get(task_key["run_id"], {})
+        map_index = int(task_key.get("map_index", -1))
+        task_id = task_key["task_id"] if map_index < 0 else f"{task_key['task_id']}_{map_index}"
+        if task_id not in by_task:
+            # The answer came, without this task instance: its run was deleted. Nothing will
+            # wait on the driver again, and a run re-created under this id must not find it.
+            return TASK_INSTANCE_GONE
+        # A cleared task instance has no state yet: that is an answer ("none"), not "unknown".
+        return by_task[task_id] or "none"
+    except (Exception, DeadlockImminentError):
+        log.exception("zeta driver %s: could not read the task's state", token)
+        return None
+

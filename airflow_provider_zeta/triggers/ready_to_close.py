@@ -1,9 +1,17 @@
 """ReadyToCloseTrigger: the ready-to-close wait, in the triggerer (G2).
 
-Runs the same evaluation as ``ReadyToCloseSensor`` (``RunObserver`` + ``core.ready.evaluate``)
-with a backoff from 1 s up to ``poll_interval``, and wakes the sensor when the verdict is anything
-but "waiting". Its kwargs hold the absolute ``deadline``; a triggerer restart re-creates it and it
-re-derives progress from the durable reports (its in-memory cache only saves reads).
+Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
+``core.ready.evaluate``) with a backoff from 1 s up to ``poll_interval``. Its kwargs hold the
+absolute ``deadline`` and the reports the sensor already verified (``verified``), so neither a poll
+nor a triggerer restart reads those again; a poll costs one task-state call plus one XCom and one
+ledger read per source that finished since the previous poll. It logs only what changed
+(``Evaluation.progress_from``): the log grows with the changes, not with changes × sources.
+
+When every source is ready it wakes the sensor with the ready set in the event (and the names of
+the sources that became ready after the deferral), so the sensor's wake reads no report again; on
+any other verdict it wakes the sensor with the verdict and its message, and the sensor fails with
+it. (Ending the task from here with ``TaskSuccessEvent(xcoms=...)`` would save the wake, but Airflow
+3.3.2 stores such an XCom JSON-encoded twice: the completed point would pull a string.)
 """
 
 from __future__ import annotations
@@ -29,6 +37,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         poll_interval: float,
         state_root: str,
         not_before: float = 0.0,
+        verified: dict[str, Any] | None = None,
+        recorded: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -39,6 +49,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         self.poll_interval = float(poll_interval)
         self.state_root = state_root
         self.not_before = float(not_before)
+        self.verified = dict(verified or {})
+        self.recorded = sorted(recorded or ())  # sources the sensor recorded as ready before deferring
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -52,23 +64,37 @@ class ReadyToCloseTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "state_root": self.state_root,
                 "not_before": self.not_before,
+                "verified": self.verified,
+                "recorded": self.recorded,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
-        from airflow_provider_zeta.sensors.ready_to_close import RunObserver
+        from airflow_provider_zeta.observers import RunObserver
 
-        observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root)
+        observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root, verified=self.verified)
         observe = sync_to_async(observer.observe)
         delay = 1.0
-        last_message = None
+        previous = None
         while True:
             evaluation = await observe(self.incarnation, self.deadline)
-            if evaluation.message != last_message:
-                self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, evaluation.message)
-                last_message = evaluation.message
+            change = evaluation.progress_from(previous)
+            if change is not None:
+                self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)
+            previous = evaluation
+            if evaluation.verdict is Verdict.ALL_READY:
+                await sleep_until(self.not_before)
+                yield TriggerEvent(
+                    {
+                        "verdict": evaluation.verdict.value,
+                        "message": evaluation.message,
+                        "ready_set": evaluation.ready_set(self.incarnation),
+                        "ready_since_deferral": sorted(set(evaluation.ready) - set(self.recorded)),
+                    }
+                )
+                return
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)
                 yield TriggerEvent({"verdict": evaluation.verdict.value, "message": evaluation.message})

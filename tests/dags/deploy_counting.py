@@ -35,9 +35,8 @@ class WindowedZetaSparkJobOperator(ZetaSparkJobOperator):
             time.sleep(float(conf.get("pause_seconds", 120)))
 
 
-@dag(dag_id="deploy_counting", schedule=None, catchup=False, tags=["zeta-test"])
-def deploy_counting():
-    WindowedZetaSparkJobOperator(
+def counting_job(**kwargs) -> WindowedZetaSparkJobOperator:
+    return WindowedZetaSparkJobOperator(
         task_id="job",
         application=JOB,
         retries=3,
@@ -50,9 +49,27 @@ def deploy_counting():
             "spark": "{{ dag_run.conf.get('spark', '') }}",
             "fail": "{{ dag_run.conf.get('fail', '') }}",
         },
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            # Read by tests/fake_spark/spark-submit: the JVM start-up window before the claim.
+            "spark.zeta.fakeStartupDelay": "{{ dag_run.conf.get('startup_delay', 0) }}",
+        },
         launch_grace=20,
+        **kwargs,
     )
 
 
+@dag(dag_id="deploy_counting", schedule=None, catchup=False, tags=["zeta-test"])
+def deploy_counting():
+    counting_job()
+
+
+@dag(dag_id="deploy_counting_in_worker", schedule=None, catchup=False, tags=["zeta-test"])
+def deploy_counting_in_worker():
+    """The same task with ``deferrable=False``: it waits for its driver in its worker."""
+    counting_job(deferrable=False)
+
+
 deploy_counting()
+deploy_counting_in_worker()

@@ -22,6 +22,7 @@ REAL_PATH = os.pathsep.join(
     + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and not p.rstrip("/").endswith("fake_spark")]
 )
 THRESHOLD = 20
+FIRST_CHECKPOINT_THRESHOLD = 180  # Spark start-up and the first micro-batch on a loaded 2-core machine
 POLL = 5
 
 with DAG(
@@ -38,4 +39,10 @@ with DAG(
         conf={"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "512m"},
         job_params={"stall_file": "{{ dag_run.conf['stall_file'] }}", "stop_file": "{{ dag_run.conf['stop_file'] }}"},
     )
-    CheckpointFreshnessSensor(task_id="freshness", job_task_id="stream", threshold=THRESHOLD, poll_interval=POLL)
+    CheckpointFreshnessSensor(
+        task_id="freshness",
+        job_task_id="stream",
+        threshold=THRESHOLD,
+        first_checkpoint_threshold=FIRST_CHECKPOINT_THRESHOLD,
+        poll_interval=POLL,
+    )

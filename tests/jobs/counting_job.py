@@ -6,11 +6,15 @@ exists, then reports its rows. ``fail`` (or ``fail_source`` naming its source) m
 ``leak_connection_env`` (an ``AIRFLOW_CONN_*`` variable) makes it print that connection's password
 into its driver log. The launch log is the test's own count of
 driver launches, independent of the provider's bookkeeping; a job that finishes also logs an
-``end`` entry with its token.
+``end`` entry with its token. Both entries carry wall-clock timestamps (``at`` / ``end``) and the
+identity of the host the driver ran on (``host``: hostname; ``pid_namespace``: the kernel's PID
+namespace, unique per host of the multi-host test), so a test can tell where each driver ran and
+measure whether two drivers of one task were alive at the same moment.
 """
 
 import json
 import os
+import socket
 import sys
 import time
 
@@ -23,6 +27,14 @@ def expected_row_count(source: str) -> int:
 def _launches() -> list:
     with open(params["launch_log"]) as log:
         return [entry for entry in (json.loads(line) for line in log if line.strip()) if "end" not in entry]
+
+
+def _host() -> dict:
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = None
+    return {"host": socket.gethostname(), "pid_namespace": namespace}
 
 
 ctx = zeta_context()
@@ -38,6 +50,9 @@ with open(params["launch_log"], "a") as log:
                 "source": ctx.source,
                 "run_id": ctx.run_id,
                 "incarnation": ctx.incarnation,
+                "ds": ctx.ds,
+                "partition": ctx.partition,
+                **_host(),
             }
         )
         + "\n"
@@ -88,5 +103,7 @@ if params.get("fail_first_of") == ctx.source and len([e for e in _launches() if 
     # must never be published.
     raise RuntimeError(f"first attempt of {ctx.source} fails after staging its output")
 ctx.report(rows=rows)
+if spark is not None:
+    spark.stop()  # the driver's Spark side ends before its end entry: the entry bounds its lifetime
 with open(params["launch_log"], "a") as log:
-    log.write(json.dumps({"token": ctx.token, "source": ctx.source, "end": time.time()}) + "\n")
+    log.write(json.dumps({"token": ctx.token, "source": ctx.source, "end": time.time(), **_host()}) + "\n")

@@ -14,7 +14,9 @@ from airflow_provider_zeta.core.cleanup import (
     RunPhase,
     RunView,
     StartAction,
-    decide_resume,
+    DueAction,
+    RunStatus,
+    decide_due,
     decide_start,
     new_record,
     parse_cleanup_record,
@@ -150,22 +152,6 @@ def test_record_of_a_newer_incarnation_means_a_stale_try():
     assert (decision.action, decision.rule) == (StartAction.FAIL, "future_record")
 
 
-@pytest.mark.parametrize(
-    "stored, rule",
-    [(None, "missing_record"), (CorruptState("bad"), "corrupt_record"), ("other", "missing_record")],
-)
-def test_missing_or_corrupt_record_after_the_wait_fails_and_deletes_nothing(stored, rule):
-    if stored == "other":
-        stored = record(3)
-    decision = decide_resume(0, stored)
-    assert (decision.action, decision.rule, decision.record) == (StartAction.FAIL, rule, None)
-
-
-def test_record_after_the_wait_is_carried_out_or_was_already():
-    assert decide_resume(0, record(0)).action is StartAction.RESUME
-    assert decide_resume(0, record(0, status=RecordStatus.CLEANED)).action is StartAction.ALREADY_CLEANED
-
-
 # -- the due time ------------------------------------------------------------------------------------
 
 
@@ -189,15 +175,15 @@ def test_a_lowered_retention_never_shortens_a_recorded_window():
     assert wait_until(week, T0 + 60, retention=3600) == T0 + 7 * 86400
 
 
-def test_a_clear_elsewhere_in_the_run_neither_fails_nor_restarts_the_window():
-    # The run's clear_number rose (a source cleared without its downstream tasks); this cleanup
-    # task was not cleared: its max_tries is the one its record was written with.
+def test_a_record_of_an_older_incarnation_is_never_the_cleanups_own():
+    # Issue 14 item 2: the run's clear_number rose (deploy_b, ready_to_close and completed_point
+    # cleared without their downstream cleanup). The old rule kept the record as "own" because
+    # this task's max_tries was unchanged, and at its due time deleted the attempts of deploy_a and
+    # deploy_c, which the newer incarnation was publishing. A record of an older incarnation is
+    # adopted into a new window instead, whatever max_tries says.
     waiting = record(0, due=T0 + 100).with_changes(task_max_tries=3)
-    start = decide_start(1, waiting, None, max_tries=3)
-    assert (start.action, start.record) == (StartAction.RESUME, waiting)
-    assert decide_resume(1, waiting, max_tries=3).action is StartAction.RESUME
-    # A clear of the cleanup task itself raises its max_tries: a new window adopts the old one.
-    assert decide_start(1, waiting, None, max_tries=5).action is StartAction.NEW
+    assert decide_start(1, waiting, None).action is StartAction.NEW
+    assert decide_start(0, waiting, None).action is StartAction.RESUME
 
 
 def test_a_torn_task_state_store_write_falls_back_to_the_record_file():
@@ -213,8 +199,8 @@ def driver(token: str, live: bool = True, task_state: str | None = None) -> Driv
     return DriverView(token, attempt(token), "p.deploy_a", live, task_state)
 
 
-def view(run_state, records=(), leftovers=Leftovers(), drivers=()) -> RunView:
-    return RunView(DAG, RUN, run_state, tuple(records), leftovers, tuple(drivers))
+def view(run_state, records=(), leftovers=None, drivers=()) -> RunView:
+    return RunView(DAG, RUN, run_state, tuple(records), leftovers or Leftovers(), tuple(drivers))
 
 
 def test_active_run_is_left_to_its_own_cleanup_but_drivers_of_finished_tasks_are_stopped():
@@ -262,10 +248,15 @@ def test_record_not_yet_due_is_kept():
     assert plan.rule == "retained" and plan.carry_out == () and plan.write is None and not plan.forget_run
 
 
-def test_new_leftovers_join_the_sweep_record_without_moving_its_due_time():
+def test_new_leftovers_joining_the_sweep_record_get_a_window_of_their_own():
+    # Issue 14 item 6: the merged record kept the old due time, so a leftover found 5 s before it
+    # was deleted 5 s later. One record has one due time: it moves to now + retention (the older
+    # paths are kept longer, never shorter).
     sweep_record = record(None, due=T0 + 5)
     plan = plan_sweep(view("failed", [sweep_record], leftovers=Leftovers((attempt("t1"), attempt("x")), {})), T0, RETENTION)
-    assert plan.write.due_at == T0 + 5 and set(plan.write.state_paths) == {attempt("t1"), attempt("x")}
+    assert set(plan.write.state_paths) == {attempt("t1"), attempt("x")}
+    assert plan.write.due_at == T0 + RETENTION and plan.write.created_at == T0
+    assert wait_until(plan.write, T0 + 1, RETENTION) == T0 + RETENTION
 
 
 def test_corrupt_record_stops_drivers_but_deletes_nothing():
@@ -303,3 +294,89 @@ def test_chunks_of_another_record_are_detected():
         record_from_store(first["zeta_cleanup"], second.get, "store")
     with pytest.raises(CorruptState, match="missing"):
         record_from_store(first["zeta_cleanup"], lambda key: None, "store")
+
+
+def test_every_stored_value_is_bounded_at_a_thousand_sources_and_many_stopped_drivers():
+    """Issue 14 item 10: the header held every stopped driver's token and passed 64 KiB for a wide
+    run, after which every retry of the cleanup failed. Every value must stay under the limit."""
+    tokens = [f"{i:032x}" for i in range(5000)]
+    wide = record(
+        0,
+        state_paths=tuple(attempt(t, f"pipeline.deploy_source_{i % 1000:04d}") for i, t in enumerate(tokens[:1000])),
+        stopped_drivers=tuple(tokens),
+        adopted=tuple(range(50)),
+    )
+    values = record_store_values(wide)
+    assert max(len(json.dumps(v)) for _, v in values) < 65_535
+    header = dict(values)["zeta_cleanup"]
+    assert len(json.dumps(header)) < 4096, "the header must not grow with the run"
+    stored = dict(values)
+    assert record_from_store(stored["zeta_cleanup"], stored.get, "store") == wide
+
+
+# -- the due time reached: the ownership guard ----------------------------------------------------
+
+
+def due_record(incarnation, **changes):
+    return record(incarnation, due=T0 - 1, **changes)
+
+
+def test_a_record_not_yet_due_is_waited_for_at_its_absolute_due_time():
+    decision = decide_due(record(0, due=T0 + 30), RunStatus("success", 0), [], Leftovers(), T0, 15)
+    assert (decision.action, decision.until) == (DueAction.WAIT, T0 + 30)
+
+
+@pytest.mark.parametrize("run", [RunStatus("success", 0), RunStatus("failed", 0), RunStatus("running", 0), None])
+def test_a_due_record_of_the_current_incarnation_or_a_deleted_run_is_carried_out(run):
+    assert decide_due(due_record(0), run, [], Leftovers(), T0, 15).action is DueAction.CARRY_OUT
+
+
+def test_a_due_record_waits_while_a_newer_incarnation_is_active():
+    decision = decide_due(due_record(0), RunStatus("running", 1), [], Leftovers(), T0, 15)
+    assert (decision.action, decision.until) == (DueAction.RECHECK, T0 + 15)
+
+
+def test_a_due_record_adopted_by_a_newer_incarnations_cleanup_is_dropped_not_carried_out():
+    adopter = record(1, due=T0 + RETENTION, adopted=(0,))
+    decision = decide_due(due_record(0), RunStatus("success", 1), [adopter], Leftovers(), T0, 15)
+    assert decision.action is DueAction.DROP
+
+
+def test_partial_clear_without_downstream_renews_the_old_paths_and_records_the_new_incarnations():
+    """Deploy_b, ready_to_close and completed_point cleared without the cleanup: incarnation 1
+    published from deploy_a's and deploy_c's incarnation-0 attempts and deploy_b's new one, and
+    tombstoned incarnation 0's partition. Nothing is deleted at the old due time; every path (old
+    and new) is recorded with a full window from now."""
+    old = due_record(0, state_paths=(attempt("a0"), attempt("b0", "p.deploy_b"), attempt("c0", "p.deploy_c")), outputs={})
+    new_leftovers = Leftovers(
+        (attempt("b1", "p.deploy_b"),), {"/data/out": (f"{run_tombstones_dir(DAG, RUN)}/ds=2026-11-01-c0",)}
+    )
+    decision = decide_due(old, RunStatus("success", 1), [old], new_leftovers, T0, 15)
+    assert decision.action is DueAction.RENEW
+    renewed = decision.record
+    assert renewed.incarnation == 1 and renewed.owner == old.owner and renewed.adopted == (0,)
+    assert set(renewed.state_paths) == set(old.state_paths) | {attempt("b1", "p.deploy_b")}
+    assert renewed.outputs == new_leftovers.outputs
+    assert renewed.due_at == T0 + RETENTION and decision.until == renewed.due_at
+    # ... and that new record is carried out at its own due time, the run being at incarnation 1.
+    later = decide_due(renewed, RunStatus("success", 1), [renewed], Leftovers(), renewed.due_at, 15)
+    assert later.action is DueAction.CARRY_OUT
+
+
+def test_renewing_one_record_keeps_the_paths_of_every_other_older_record():
+    zero, one = due_record(0, state_paths=(attempt("a0"),)), due_record(1, state_paths=(attempt("a1"),))
+    earlier_renewal = record(2, due=T0 + 5, state_paths=(attempt("a2"),), adopted=(0,))
+    decision = decide_due(one, RunStatus("success", 2), [zero, one, earlier_renewal], Leftovers(), T0, 15)
+    assert decision.action is DueAction.RENEW
+    assert set(decision.record.state_paths) == {attempt("a0"), attempt("a1"), attempt("a2")}
+    assert decision.record.adopted == (0, 1) and decision.record.due_at == T0 + RETENTION
+
+
+def test_the_sweep_applies_the_ownership_guard_to_past_due_records():
+    old = due_record(0)
+    plan = plan_sweep(
+        RunView(DAG, RUN, "success", (old,), Leftovers((attempt("t1"), attempt("b1")), {}), (), clear_number=1), T0, RETENTION
+    )
+    assert plan.carry_out == () and plan.write is None
+    assert len(plan.renew) == 1 and set(plan.renew[0].state_paths) == {attempt("t1"), attempt("b1")}
+    assert old in plan.drop and plan.phase is RunPhase.RETAINED and not plan.forget_run

@@ -8,7 +8,9 @@ import pytest
 
 from airflow_provider_zeta.core.deploy import (
     DEPLOY_TABLE,
+    TASK_INSTANCE_GONE,
     cancel_on_trigger_kill,
+    cancel_on_worker_kill,
     launch_wait_deadline,
     Action,
     DeployObservation,
@@ -31,6 +33,7 @@ from airflow_provider_zeta.core.ledger import (
 
 NOW = 10_000.0
 TIMING = Timing(lost_after=60, launch_grace=90)
+TIMED = Timing(lost_after=60, launch_grace=90, job_timeout=30)  # with a job_timeout of 30 s
 
 
 def record(phase=Phase.INTENT, incarnation=0, try_number=1, intent_at=NOW - 5, **kw) -> AttemptRecord:
@@ -49,10 +52,14 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
     return Ledger(token=token, status=status, started_at=NOW - 100, heartbeat_at=NOW - heartbeat_age, **kw)
 
 
-def observe(rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None) -> DeployObservation:
+def observe(
+    rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
+    unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING,
+) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
-        timing=TIMING, max_tries=max_tries,
+        timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
+        trigger_saw_nothing=trigger_saw_nothing,
     )
 
 
@@ -61,18 +68,48 @@ ROWS = [
     ("corrupt_record", observe(rec=CorruptState("bad record")), Action.FAIL),
     ("fresh_submit", observe(), Action.FRESH_LAUNCH),
     ("future_incarnation", observe(rec=record(incarnation=3), incarnation=2), Action.FAIL),
-    ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FRESH_LAUNCH),
+    (
+        "state_root_not_shared",
+        observe(rec=record(Phase.LAUNCHED, intent_on_storage=True, host_id="boot-a:pidns-1"), intent_visible=False),
+        Action.FAIL,
+    ),
+    (
+        "triggerer_cannot_see_state_root",
+        observe(rec=record(Phase.LAUNCHED, intent_on_storage=True), led=ledger(), trigger_saw_nothing=True),
+        Action.FAIL,
+    ),
+    (
+        "earlier_incarnation_ended",
+        observe(rec=record(Phase.LAUNCHED, incarnation=0, driver_ended=True), incarnation=1),
+        Action.FRESH_LAUNCH,
+    ),
+    ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FENCE),
     ("corrupt_ledger", observe(rec=record(Phase.LAUNCHED), led=CorruptState("bad ledger")), Action.FAIL),
     ("already_succeeded", observe(rec=record(Phase.LAUNCHED), led=ledger(LedgerStatus.SUCCEEDED)), Action.REUSE_RESULT),
     ("fenced_driver_stopped", observe(rec=record(Phase.ABANDONED), led=ledger(LedgerStatus.CANCELLED)), Action.FRESH_LAUNCH),
     ("fenced_never_started", observe(rec=record(Phase.ABANDONED)), Action.FRESH_LAUNCH),
-    ("fenced_still_running", observe(rec=record(Phase.ABANDONED), led=ledger()), Action.REATTACH),
+    ("fenced_still_running", observe(rec=record(Phase.ABANDONED), led=ledger()), Action.WAIT_FOR_STOP),
     (
         "terminal_resubmit",
         observe(rec=record(Phase.LAUNCHED, failure_reported_try=1), led=ledger(LedgerStatus.FAILED)),
         Action.FRESH_LAUNCH,
     ),
+    (
+        "lost_driver_not_yet_stopped",
+        observe(rec=record(Phase.LAUNCHED, failure_reported_try=1), led=ledger(), unchanged_for=TIMING.lost_after + 1),
+        Action.WAIT_FOR_STOP,
+    ),
     ("driver_failed", observe(rec=record(Phase.LAUNCHED), led=ledger(LedgerStatus.FAILED, error="boom")), Action.REPORT_FAILURE),
+    (
+        "job_timeout",
+        observe(rec=record(Phase.LAUNCHED, intent_at=NOW - 31), led=ledger(), timing=TIMED),
+        Action.REPORT_FAILURE,
+    ),
+    (
+        "job_timeout_reported",
+        observe(rec=record(Phase.LAUNCHED, intent_at=NOW - 31, failure_reported_try=1), led=ledger(), timing=TIMED),
+        Action.FENCE,
+    ),
     ("reconnect", observe(rec=record(Phase.LAUNCHED), led=ledger()), Action.REATTACH),
     ("launch_stuck", observe(rec=record(intent_at=NOW - 5 * 90 - 1), process=ProcessView.ALIVE), Action.FENCE),
     ("launch_in_progress", observe(rec=record(intent_at=NOW - 300), process=ProcessView.ALIVE), Action.WAIT_FOR_LAUNCH),
@@ -125,7 +162,7 @@ def test_fence_race_driver_claimed_just_before_the_marker_is_waited_for():
     # The coordinator wrote the cancel marker, then re-read the ledger and found a claim: wait for
     # that driver to stop instead of launching beside it.
     decision = decide(observe(rec=record(Phase.ABANDONED, intent_at=NOW - 500), led=ledger()))
-    assert decision.action is Action.REATTACH and decision.rule == "fenced_still_running"
+    assert decision.action is Action.WAIT_FOR_STOP and decision.rule == "fenced_still_running"
     # A fenced driver that finished anyway is reused, not re-run.
     done = decide(observe(rec=record(Phase.ABANDONED), led=ledger(LedgerStatus.SUCCEEDED)))
     assert done.action is Action.REUSE_RESULT
@@ -150,13 +187,17 @@ def test_orphaned_earlier_try_alive_beside_new_try_never_gets_a_second_launch():
     assert decide(observe(rec=record(intent_at=NOW - 40), led=ledger(), try_number=2)).action is Action.REATTACH
 
 
-def test_lost_driver_is_never_running_and_is_redeployed_only_by_a_later_try():
-    stale = ledger(heartbeat_age=TIMING.lost_after + 1)
-    first = decide(observe(rec=record(Phase.LAUNCHED), led=stale, try_number=1))
-    assert first.action is Action.REPORT_FAILURE and "lost" in first.reason
-    again_same_try = decide(observe(rec=record(Phase.LAUNCHED, failure_reported_try=1), led=stale, try_number=1))
+def test_lost_driver_is_never_running_and_is_redeployed_only_by_a_later_try_once_certainly_stopped():
+    silent = TIMING.lost_after + 1
+    first = decide(observe(rec=record(Phase.LAUNCHED), led=ledger(), unchanged_for=silent, try_number=1))
+    assert first.action is Action.REPORT_FAILURE and "lost" in first.reason and first.token == "tok-a"
+    reported = record(Phase.LAUNCHED, failure_reported_try=1)
+    again_same_try = decide(observe(rec=reported, led=ledger(), unchanged_for=silent, try_number=1))
     assert again_same_try.action is Action.REPORT_FAILURE
-    later = decide(observe(rec=record(Phase.LAUNCHED, failure_reported_try=1), led=stale, try_number=2))
+    # "Lost" is not "stopped": a later try waits until the driver's lease has certainly ended.
+    waiting = decide(observe(rec=reported, led=ledger(), unchanged_for=silent, try_number=2))
+    assert waiting.action is Action.WAIT_FOR_STOP and waiting.rule == "lost_driver_not_yet_stopped"
+    later = decide(observe(rec=reported, led=ledger(), unchanged_for=TIMING.stopped_after, try_number=2))
     assert later.action is Action.FRESH_LAUNCH and later.cancel_token == "tok-a"
 
 
@@ -172,22 +213,79 @@ def test_terminal_ledger_is_never_resumed_as_running_even_with_fresh_heartbeat()
 
 
 def test_higher_incarnation_never_reuses_an_older_result():
-    decision = decide(observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1))
-    assert decision.action is Action.FRESH_LAUNCH and decision.cancel_token == "tok-a"
+    # The cleared task fences the old token first ...
+    decision = decide(observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED, incarnation=0), incarnation=1))
+    assert decision.action is Action.FENCE and decision.token == "tok-a"
+    # ... then, with its own abandoned record of the new incarnation, launches anew: the old
+    # driver's success (its ledger says incarnation 0) is not reused.
+    fenced = record(Phase.ABANDONED, incarnation=1, try_number=2)
+    after = decide(observe(rec=fenced, led=ledger(LedgerStatus.SUCCEEDED, incarnation=0), incarnation=1))
+    assert after.action is Action.FRESH_LAUNCH and after.rule == "fenced_driver_stopped"
+    # ... and waits while the old driver still runs.
+    still = decide(observe(rec=fenced, led=ledger(incarnation=0), incarnation=1))
+    assert still.action is Action.WAIT_FOR_STOP
 
 
-def test_clearing_this_task_is_told_by_its_own_max_tries():
-    rec = record(Phase.LAUNCHED, incarnation=0, max_tries=3)
-    cleared = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED), incarnation=1, max_tries=5))
-    assert cleared.rule == "new_incarnation" and cleared.action is Action.FRESH_LAUNCH
+def test_a_cleared_task_reruns_however_its_previous_try_ended():
+    # Airflow raises max_tries to try_number + retries on every clear of a task that is not
+    # RUNNING (deferred, succeeded, failed, up for retry): the previous driver is never reused.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=3)
+    for led in (ledger(LedgerStatus.SUCCEEDED), ledger(LedgerStatus.RUNNING), ledger(LedgerStatus.FAILED)):
+        cleared = decide(observe(rec=rec, led=led, incarnation=1, try_number=2, max_tries=4))
+        assert cleared.rule == "new_incarnation" and cleared.action is Action.FENCE, led.status
 
 
-def test_clearing_another_task_of_the_run_does_not_rerun_this_one():
-    # deploy_b was cleared: the run's clear_number rose, deploy_a's max_tries did not.
-    rec = record(Phase.LAUNCHED, incarnation=0, max_tries=3)
-    running = decide(observe(rec=rec, led=ledger(), incarnation=1, max_tries=3))
+def test_a_retry_after_a_clear_of_another_task_reuses_the_finished_driver():
+    # deploy_b was cleared (the run's clear_number rose to 1); later deploy_a's try 1 is reset as
+    # an orphan, or its worker dies after the driver succeeded. Try 2 must not run the job again.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=3)
+    done = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED, incarnation=0), incarnation=1, try_number=2, max_tries=3))
+    assert done.rule == "already_succeeded" and done.action is Action.REUSE_RESULT
+    running = decide(observe(rec=rec, led=ledger(incarnation=0), incarnation=1, try_number=2, max_tries=3))
+    assert running.rule == "reconnect" and running.action is Action.REATTACH
+
+
+def test_reprocessing_a_run_whose_attempts_were_cleaned_is_not_an_unshared_state_root():
+    # The run ended (try 1 took the driver's result and said so in its record), its cleanup deleted
+    # the attempt directory (intent file included); a week later the run is cleared or backfilled
+    # with reprocessing. Every decision the new try takes, until it launches, must stay clear of
+    # state_root_not_shared: CI's chaos run (a backfill reprocessing a date after its retention
+    # window) failed every source there, on the decision taken after the fence.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, driver_ended=True)
+    decision = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
+    assert decision.rule == "earlier_incarnation_ended" and decision.action is Action.FRESH_LAUNCH
+    assert decision.cancel_token is None  # no cancel marker: it would recreate the deleted directory
+    # The same invisible intent within one incarnation is still the unshared state root.
+    same = decide(observe(rec=rec, led=None, incarnation=0, try_number=2, max_tries=2, intent_visible=False))
+    assert same.rule == "state_root_not_shared" and same.action is Action.FAIL
+
+
+def test_a_clear_while_the_driver_may_still_run_fences_it_and_an_unseen_intent_still_fails():
+    # No try saw the driver end: after the clear its token is fenced; if the fenced attempt's
+    # intent file is then invisible, this observer may not share the state root with the host
+    # where the driver still runs, so it fails and launches nothing rather than a second driver.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True)
+    first = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
+    assert first.rule == "new_incarnation" and first.action is Action.FENCE
+    fenced = rec.with_changes(phase=Phase.ABANDONED, incarnation=1, try_number=2)  # what _fence records
+    second = decide(observe(rec=fenced, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
+    assert second.rule == "state_root_not_shared" and second.action is Action.FAIL
+
+
+def test_an_ended_driver_is_recorded_with_its_flag_and_an_old_record_reads_as_not_ended():
+    value = record(Phase.LAUNCHED, driver_ended=True).to_value()
+    assert parse_attempt_record(value, "k").driver_ended is True
+    del value["driver_ended"]  # a record written before the flag existed
+    assert parse_attempt_record(value, "k").driver_ended is False
+
+
+def test_a_clear_of_another_task_while_this_try_is_deferred_does_not_rerun_it():
+    # This very try wrote the record and deferred; another task of the run was cleared meanwhile
+    # (the run's clear_number rose). A clear of *this* task would have ended this try.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=2)
+    running = decide(observe(rec=rec, led=ledger(incarnation=0), incarnation=1, try_number=2))
     assert running.rule == "reconnect"
-    done = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED), incarnation=1, max_tries=3))
+    done = decide(observe(rec=rec, led=ledger(LedgerStatus.SUCCEEDED, incarnation=0), incarnation=1, try_number=2))
     assert done.rule == "already_succeeded" and done.action is Action.REUSE_RESULT
 
 
@@ -248,8 +346,18 @@ def test_classify_ledger():
 def test_trigger_kill_stops_the_driver_only_when_the_task_no_longer_waits_on_it():
     assert not cancel_on_trigger_kill("deferred")  # trigger moved to another triggerer
     assert not cancel_on_trigger_kill(None)  # unknown: a wrong cancel would re-run the job
-    for state in ("failed", "success", "none", "scheduled", "up_for_retry", "queued", "restarting"):
+    for state in ("failed", "success", "none", "scheduled", "up_for_retry", "queued", "restarting", TASK_INSTANCE_GONE):
         assert cancel_on_trigger_kill(state), state
+
+
+def test_worker_kill_stops_the_driver_only_after_a_user_ended_the_task():
+    """deferrable=False: the task process's SIGTERM comes from a user's mark-failed/success, but also
+    from a worker shutting down, a clear while running, or a zombie reset; in those the next try must
+    re-attach to the driver, so they keep it running."""
+    for state in ("failed", "success", "skipped", "removed", TASK_INSTANCE_GONE):
+        assert cancel_on_worker_kill(state), state
+    for state in ("running", "restarting", "up_for_retry", "none", "queued", "scheduled", "deferred", None):
+        assert not cancel_on_worker_kill(state), state
 
 
 def test_launch_wait_deadline_counts_from_the_intent_but_never_spins():

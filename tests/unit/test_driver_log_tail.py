@@ -51,3 +51,30 @@ def test_a_fifo_is_refused_without_blocking(storage, tmp_path):
     os.mkfifo(tmp_path / "state" / "a" / "driver.log")
     with pytest.raises(PermissionError, match="regular file"):
         storage.read_local_tail("a/driver.log", 100)
+
+
+def test_a_hard_link_is_refused(storage, tmp_path):
+    # e.g. a job linking airflow.cfg (same filesystem, readable by its user) in as its driver log
+    config = tmp_path / "airflow.cfg"
+    config.write_text("[core]\nfernet_key = hunter2\n")
+    os.link(config, tmp_path / "state" / "a" / "driver.log")
+    with pytest.raises(PermissionError, match="hard links"):
+        storage.read_local_tail("a/driver.log", 100)
+    with pytest.raises(PermissionError, match="hard links"):
+        storage.read_local_range("a/driver.log", 0, 100)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a file another owner")
+def test_a_file_of_another_owner_is_refused(storage, tmp_path):
+    foreign = tmp_path / "state" / "a" / "driver.log"
+    foreign.write_text("someone else's file\n")
+    os.chown(foreign, 4242, 4242)
+    with pytest.raises(PermissionError, match="owned by uid 4242"):
+        storage.read_local_tail("a/driver.log", 100)
+
+
+def test_a_range_reads_from_an_offset_and_reports_the_size(storage, tmp_path):
+    (tmp_path / "state" / "a" / "driver.log").write_bytes(b"0123456789")
+    assert storage.read_local_range("a/driver.log", 4, 3) == (b"456", 4, 10)
+    assert storage.read_local_range("a/driver.log", 50, 3) == (b"", 10, 10)  # past the end: nothing, no error
+    assert storage.read_local_range("a/driver.log", -3, 100) == (b"789", 7, 10)

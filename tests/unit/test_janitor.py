@@ -147,3 +147,70 @@ def test_sweep_reads_the_sdk_run_state_as_its_name():
     state = _run_state(FakeTI(), DAG, RUN)
     assert state == "running" and type(state) is str and state in ACTIVE_RUN_STATES
     assert _task_states(FakeTI(), DAG, RUN) == {"p.deploy_a": "deferred", "p.cleanup": None}
+
+
+
+def hdfs_like_storage(root: Path) -> StateStorage:
+    from fsspec.implementations.local import LocalFileSystem
+
+    class HdfsLike(LocalFileSystem):
+        protocol = ("hdfslike",)
+        cachable = False
+
+    storage = StateStorage(HdfsLike(), str(root), f"hdfslike://{root}")
+    assert not storage.is_local
+    return storage
+
+
+def test_run_trees_are_pruned_on_storage_with_explicit_directories(tmp_path):
+    """Leak (issue 14, item 8): on HDFS-like storage the emptied run tree must not stay forever."""
+    make_run(tmp_path)  # written locally; now looked at as an HDFS-like filesystem
+    state = hdfs_like_storage(tmp_path / "state")
+    opener = lambda root: hdfs_like_storage(Path(root))  # noqa: E731
+    leftovers, _ = janitor.find_leftovers(state, DAG, RUN, opener)
+    record = new_record(DAG, RUN, 0, "p.cleanup", time.time(), 0, leftovers)
+    assert janitor.carry_out(state, record, opener) == 3
+    assert not (tmp_path / "state" / run_dir(DAG, RUN) / "attempts").exists(), "empty attempt tree left behind"
+    assert not (tmp_path / "table" / "_zeta_tombstones").exists(), "empty tombstone tree left behind"
+    assert (tmp_path / "table" / "ds=2026-11-01" / "_zeta_commit.json").exists()
+    janitor.forget_run(state, DAG, RUN)
+    assert not (tmp_path / "state" / "runs").exists() or not any((tmp_path / "state" / "runs").rglob("*"))
+
+
+def test_collapsed_asset_events_name_every_record_once():
+    """Several pipeline cleanups that emitted between two cleanup DAG runs arrive in one run: it
+    takes every record they name (and ignores events of other producers)."""
+    from types import SimpleNamespace
+
+    from airflow_provider_zeta.operators.cleanup import EVENT_KEY, _named_records
+
+    def event(run_id, incarnation, owner="p.cleanup"):
+        named = {"dag_id": DAG, "run_id": run_id, "owner": owner, "incarnation": incarnation, "due_at": 1.0}
+        return SimpleNamespace(extra={EVENT_KEY: named})
+
+    events = [event("r1", 0), event("r2", 0), event("r1", 1), event("r1", 0), SimpleNamespace(extra={"other": 1})]
+    assert sorted(set(_named_records(events))) == [
+        (DAG, "r1", "p.cleanup", 0),
+        (DAG, "r1", "p.cleanup", 1),
+        (DAG, "r2", "p.cleanup", 0),
+    ]
+
+
+def test_forgetting_a_run_that_another_cleanup_forgets_at_the_same_moment_succeeds(tmp_path, monkeypatch):
+    """Two runs of the cleanup DAG carry out the same due record at once (each takes every pending
+    one); both then forget the run. Seen in the backfill benchmark: the second one's rmtree met the
+    directories the first had just removed, and its task failed with FileNotFoundError."""
+    import shutil
+
+    state, _, _ = make_run(tmp_path)
+    folder = tmp_path / "state" / run_dir(DAG, RUN)
+    (folder / "outputs" / "x").mkdir(parents=True, exist_ok=True)
+    real_rm = state.fs.rm
+
+    def rm_after_the_other_cleanup(path, recursive=False, **kwargs):
+        shutil.rmtree(path, ignore_errors=True)  # the other cleanup, a moment earlier
+        return real_rm(path, recursive=recursive, **kwargs)
+
+    monkeypatch.setattr(state.fs, "rm", rm_after_the_other_cleanup)
+    janitor.forget_run(state, DAG, RUN)
+    assert not [p for p in folder.rglob("*") if p.name != "attempts" and "attempts" not in p.parts]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from airflow_provider_zeta.core.monitor import Section
 from airflow_provider_zeta.plugins.page import render_page, render_sections
 
@@ -71,3 +73,27 @@ def test_without_a_driver_link_no_link_is_rendered():
             found["pipelines"][0]["sources"][0]["driver_link"] = None
     html = render_sections(data, {}, 0.0)
     assert 'href="driver?' not in html and "ready 1 of 3" in html
+
+
+MARKUP = '<img src=x onerror=alert(1)>"\''
+SOURCE_FIELDS = ["source", "task_id", "task_state", "driver", "token", "heartbeat_age_text", "checkpoint_age_text", "rows", "error"]
+RUN_FIELDS = ["dag_id", "run_id", "run_state"]
+PIPELINE_FIELDS = ["pipeline", "phase", "phase_text"]
+
+
+@pytest.mark.parametrize("where,field", [("source", f) for f in SOURCE_FIELDS] + [("run", f) for f in RUN_FIELDS] + [("pipeline", f) for f in PIPELINE_FIELDS] + [("run", "error")])
+def test_every_rendered_field_is_escaped(where, field):
+    data = run()
+    target = {"run": data, "pipeline": data["pipelines"][0], "source": data["pipelines"][0]["sources"][0]}[where]
+    target[field] = MARKUP
+    html = render_page(render_sections(sections(runs=[data]), {}, 0.0))
+    assert "<img" not in html, (where, field)
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html, (where, field)
+    assert html.count("<script>") == 1
+
+
+def test_a_driver_link_with_markup_is_escaped():
+    data = run()
+    data["pipelines"][0]["sources"][0]["driver_link"] = '/zeta/driver?x="><img src=x>'
+    html = render_sections(sections(runs=[data]), {}, 0.0)
+    assert "<img" not in html and "&quot;&gt;&lt;img" in html

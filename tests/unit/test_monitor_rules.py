@@ -70,6 +70,20 @@ def test_before_the_first_checkpoint_the_age_counts_from_the_start():
     assert stale.verdict is Freshness.STALE and "no checkpoint yet" in stale.message
 
 
+def test_the_first_checkpoint_has_its_own_threshold_and_only_the_first():
+    slow_start = ledger(started=NOW - 90)
+    watching = judge_freshness("j", "deferred", slow_start, NOW, 30, first_checkpoint_threshold=120)
+    assert watching.verdict is Freshness.WATCHING and watching.stale_at == NOW - 90 + 120
+    assert "first-checkpoint threshold 120s" in watching.message
+    stale = judge_freshness("j", "deferred", ledger(started=NOW - 130), NOW, 30, first_checkpoint_threshold=120)
+    assert stale.verdict is Freshness.STALE and "more than the first-checkpoint threshold of 120s" in stale.message
+    # Once a checkpoint is recorded, the steady threshold counts, however long the start took.
+    after_first = ledger(started=NOW - 300, ckpt=NOW - 40)
+    assert judge_freshness("j", "deferred", after_first, NOW, 30, first_checkpoint_threshold=600).verdict is Freshness.STALE
+    with pytest.raises(ValueError, match="first_checkpoint_threshold"):
+        judge_freshness("j", "deferred", slow_start, NOW, 30, first_checkpoint_threshold=0)
+
+
 def test_a_lost_driver_is_caught_by_the_same_rule_and_named_by_its_heartbeat():
     judgement = judge_freshness("j", "deferred", ledger(ckpt=NOW - 50, beat=NOW - 50), NOW, 30)
     assert judgement.verdict is Freshness.STALE and "heartbeat 50s ago" in judgement.message
@@ -142,7 +156,7 @@ def test_describe_age():
 
 def pipeline_tasks(deploys=("success", "running", "running"), ready="deferred", commit=None, group="sales_pipe"):
     names = ("emea", "amer", "apac")
-    tasks = [TaskRow(f"{group}.deploy_{n}", "ZetaSparkJobOperator", s) for n, s in zip(names, deploys)]
+    tasks = [TaskRow(f"{group}.deploy_{n}", "ZetaSparkJobOperator", s) for n, s in zip(names, deploys, strict=True)]
     tasks.append(TaskRow(f"{group}.ready_to_close", "ReadyToCloseSensor", ready))
     tasks.append(TaskRow(f"{group}.completed_point", "CompletedPointOperator", commit))
     return tasks
@@ -150,7 +164,7 @@ def pipeline_tasks(deploys=("success", "running", "running"), ready="deferred", 
 
 def ledgers_for(tasks, statuses):
     found, paths = {}, []
-    for task, status in zip([t for t in tasks if t.operator == "ZetaSparkJobOperator"], statuses):
+    for task, status in zip([t for t in tasks if t.operator == "ZetaSparkJobOperator"], statuses, strict=False):
         if status is None:
             continue
         token = f"tok-{task.task_id.rsplit('_', 1)[-1]}"

@@ -7,6 +7,7 @@ import pytest
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
 from airflow_provider_zeta.core.publish import (
     MissingPartitionKey,
+    Owner,
     PublishAction,
     commit_id,
     decide_publish,
@@ -100,21 +101,26 @@ def test_report_from_a_newer_incarnation_is_a_contradiction():
     assert run(states, reports, incarnation=1).verdict is Verdict.CORRUPT
 
 
-def test_unknown_token_is_ignored_and_named():
+def test_a_reported_attempt_whose_ledger_is_gone_fails_fast_naming_source_and_token():
+    """Issue 14 item 9: waiting cannot bring a deleted ledger back (the report exists only because the
+    source task succeeded), so the wait fails now instead of after ready_timeout."""
     states = {t: "success" for t in EXPECTED.values()}
     reports = {t: report(s) for s, t in EXPECTED.items()}
     problem = attempt_problem(parse_report(report("us"), "us", "deploy_us"), None)
     assert "unknown attempt token" in problem
     ev = run(states, reports, unverified={"us": problem})
-    assert ev.verdict is Verdict.WAITING and ev.missing == ("us",) and "unknown attempt token" in ev.message
+    assert ev.verdict is Verdict.UNVERIFIABLE and ev.verdict is not Verdict.WAITING
+    assert "'us'" in ev.message and "tok-us" in ev.message and "unknown attempt token" in ev.message
 
 
 def test_attempt_problem_checks_the_ledger():
     r = parse_report(report("eu"), "eu", "deploy_eu")
-    ok = Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=r.output_path)
+    ok = Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=r.output_path, rows=10)
     assert attempt_problem(r, ok) is None
     assert "did not succeed" in attempt_problem(r, Ledger(token=r.token, status=LedgerStatus.FAILED, started_at=1, heartbeat_at=2))
     assert "names output" in attempt_problem(r, Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path="x"))
+    other_rows = Ledger(token=r.token, status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=r.output_path, rows=9)
+    assert "10 rows, the driver ledger 9" in attempt_problem(r, other_rows)
 
 
 def test_failed_source_fails_fast_naming_it():
@@ -134,38 +140,63 @@ def sources(incarnation=0, **tokens):
     return {s: parse_report(report(s, incarnation, token), s, f"deploy_{s}") for s, token in tokens.items()}
 
 
-def test_commit_id_depends_on_tokens_partition_and_incarnation_only():
-    a = commit_id("2026-01-01", 0, sources(eu="a", us="b"))
-    assert a == commit_id("2026-01-01", 0, sources(us="b", eu="a"))
-    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="c"))
-    assert a != commit_id("2026-01-02", 0, sources(eu="a", us="b"))
-    assert a != commit_id("2026-01-01", 1, sources(eu="a", us="b"))
-    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), run_id="other_run")
+OWNER = Owner("dag_a", "pipe", "scheduled__2026-01-01T00:00:00+00:00")
+
+
+def test_commit_id_depends_on_owner_tokens_partition_and_incarnation_only():
+    a = commit_id("2026-01-01", 0, sources(eu="a", us="b"), OWNER)
+    assert a == commit_id("2026-01-01", 0, sources(us="b", eu="a"), OWNER)
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="c"), OWNER)
+    assert a != commit_id("2026-01-02", 0, sources(eu="a", us="b"), OWNER)
+    assert a != commit_id("2026-01-01", 1, sources(eu="a", us="b"), OWNER)
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_a", "pipe", "other_run"))
+    # Issue 14 item 5: scheduled__<ts> repeats in every DAG; the DAG and the pipeline are part of it.
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_b", "pipe", OWNER.run_id))
+    assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_a", "pipe2", OWNER.run_id))
 
 
 def test_publish_decisions():
     srcs = sources(eu="a", us="b")
-    ours = commit_id("d", 1, srcs)
-    same = marker_for(ours, "d", 1, srcs, 5.0)
-    older = marker_for("old", "d", 0, srcs, 5.0)
-    same_incarnation_other = marker_for("other", "d", 1, srcs, 5.0)
-    newer = marker_for("new", "d", 2, srcs, 5.0)
-    assert decide_publish(ours, 1, False, None).action is PublishAction.PUBLISH
-    assert decide_publish(ours, 1, True, same).rule == "already_published"  # re-executing: no-op
-    assert decide_publish(ours, 1, True, older).action is PublishAction.REPLACE
-    late = decide_publish(ours, 1, True, same_incarnation_other)
+    ours = commit_id("d", 1, srcs, OWNER)
+    same = marker_for(ours, "d", 1, srcs, 5.0, OWNER)
+    older = marker_for("old", "d", 0, srcs, 5.0, OWNER)
+    same_incarnation_other = marker_for("other", "d", 1, srcs, 5.0, OWNER)
+    newer = marker_for("new", "d", 2, srcs, 5.0, OWNER)
+    assert decide_publish(ours, 1, False, None, OWNER).action is PublishAction.PUBLISH
+    assert decide_publish(ours, 1, True, same, OWNER).rule == "already_published"  # re-executing: no-op
+    assert decide_publish(ours, 1, True, older, OWNER).action is PublishAction.REPLACE
+    late = decide_publish(ours, 1, True, same_incarnation_other, OWNER)
     assert late.action is PublishAction.NO_OP and late.rule == "late_report_ignored"
-    assert decide_publish(ours, 1, True, newer).rule == "stale_commit"
-    assert decide_publish(ours, 1, True, None).rule == "foreign_partition"
-    other_run = marker_for("x", "d", 0, srcs, 5.0, run_id="scheduled__other")
-    taken = decide_publish(ours, 1, True, other_run, run_id="manual__mine")
-    assert taken.action is PublishAction.FAIL and taken.rule == "partition_of_another_run"
+    assert decide_publish(ours, 1, True, newer, OWNER).rule == "stale_commit"
+    assert decide_publish(ours, 1, True, None, OWNER).rule == "foreign_partition"
+    other_run = marker_for("x", "d", 0, srcs, 5.0, Owner("dag_a", "pipe", "scheduled__other"))
+    taken = decide_publish(ours, 1, True, other_run, Owner("dag_a", "pipe", "manual__mine"))
+    assert taken.action is PublishAction.FAIL and taken.rule == "partition_of_another_owner"
     assert "scheduled__other" in taken.reason
-    assert decide_publish(ours, 1, True, CorruptState("bad")).action is PublishAction.FAIL
+    assert decide_publish(ours, 1, True, CorruptState("bad"), OWNER).action is PublishAction.FAIL
+
+
+@pytest.mark.parametrize("other", [Owner("dag_b", "pipe", OWNER.run_id), Owner("dag_a", "pipe2", OWNER.run_id)])
+@pytest.mark.parametrize("other_incarnation", [0, 1, 2])
+def test_a_partition_of_another_dag_or_pipeline_with_the_same_run_id_is_never_ours(other, other_incarnation):
+    """Issue 14 item 5: same run id, same ds, another DAG (or pipeline): whatever the incarnations,
+    never a no-op that reports the other's commit as ours, never a replacement (tombstone)."""
+    srcs = sources(eu="a", us="b")
+    theirs = marker_for(commit_id("d", other_incarnation, srcs, other), "d", other_incarnation, srcs, 5.0, other)
+    decision = decide_publish(commit_id("d", 1, srcs, OWNER), 1, True, theirs, OWNER)
+    assert decision.action is PublishAction.FAIL and decision.rule == "partition_of_another_owner"
+    assert other.dag_id in decision.reason and other.pipeline_id in decision.reason
+
+
+def test_a_marker_without_owner_is_matched_by_run_id():
+    """Markers written before the owner was recorded (empty dag_id) still decide by run id."""
+    srcs = sources(eu="a")
+    legacy = marker_for("old", "d", 0, srcs, 5.0, Owner("", "", OWNER.run_id))
+    assert decide_publish("new", 1, True, legacy, OWNER).action is PublishAction.REPLACE
 
 
 def test_commit_marker_round_trip_and_corruption():
-    marker = marker_for("c", "d", 0, sources(eu="a"), 7.0)
+    marker = marker_for("c", "d", 0, sources(eu="a"), 7.0, OWNER)
     assert parse_commit_marker(marker.to_json(), "x") == marker
     assert parse_commit_marker(None, "x") is None
     with pytest.raises(CorruptState, match="unreadable"):
@@ -201,3 +232,19 @@ def test_wait_deadline_is_fixed_once_and_renewed_only_by_a_clear_of_the_sensor()
     for bad in ("soon", {"deadline": "x"}, [1]):
         with pytest.raises(CorruptState, match="delete the key"):
             wait_deadline(bad, 0, 1, 1)
+
+
+def test_a_commit_is_announced_once():
+    """Issue 14 item 7: one Asset event per new commit; none for a no-op re-execution; the retry of
+    a try killed after its rename announces what that try could not."""
+    from airflow_provider_zeta.core.publish import PublishDecision, should_announce
+
+    new = PublishDecision(PublishAction.PUBLISH, "first_publish", "")
+    replace = PublishDecision(PublishAction.REPLACE, "newer_incarnation", "")
+    no_op = PublishDecision(PublishAction.NO_OP, "already_published", "")
+    assert should_announce(new, "c1", None, None) and should_announce(replace, "c2", {"commit_id": "c2"}, "c1")
+    assert not should_announce(no_op, "c1", {"commit_id": "c1"}, "c1")  # a clear's re-execution
+    assert should_announce(no_op, "c1", {"commit_id": "c1"}, None)  # killed after its rename
+    assert not should_announce(no_op, "c1", None, None)  # this task never published it
+    assert not should_announce(no_op, "c1", {"commit_id": "c0"}, "c0")  # late report: c1 was someone else's
+    assert not should_announce(PublishDecision(PublishAction.FAIL, "stale_commit", ""), "c1", {"commit_id": "c1"}, None)

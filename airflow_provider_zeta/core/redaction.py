@@ -1,0 +1,271 @@
+"""Pattern-based masking of credentials in text a job or Spark wrote: linear time, I/O-free.
+
+Where it is used, and why it is not the only line of defence
+------------------------------------------------------------
+A driver's output reaches users through the deploy task's log: the driver trigger streams it there
+(``triggers/driver_output.py``), and Airflow's own secrets masker then replaces every *value* it
+knows (the passwords and extras of the connections the driver can reach, values of sensitive
+Variables and keys named in ``[core] sensitive_var_conn_names``). That masker cannot know a
+credential that lives only in the job (a key in its code, a secret it generated); this module masks
+what *looks* like one. It is applied to each streamed line before Airflow's masker sees it, and to
+everything job-written that the monitoring plugin shows (the ledger's ``error``).
+
+What is masked (the forms a reviewer found leaking; ``tests/unit/test_redaction.py`` has one row
+per form):
+
+* the value after a *sensitive key* — a key whose letters (``_ - .`` ignored, any case) contain
+  ``password``, ``passwd``, ``pass``, ``pwd``, ``secret``, ``token``, ``credential``, ``auth``,
+  ``apikey``, ``accesskey``, ``accountkey``, ``privatekey``, ``sessionkey``, ``webhook``,
+  ``fernet``, ``signature``, or is exactly ``key``, ``sig`` or ``sas`` — written ``k=v``,
+  ``k: v``, ``k => v``, ``"k": "v"`` or ``k "v"``. A quoted value is masked to its closing quote
+  (backslash escapes honoured; unterminated: to the end of the line); an unquoted value to the end
+  of the line (``password = correct horse battery``), or to the next ``&`` inside a URL query
+  (``?sig=…&se=…``). An HTTP scheme word after the separator stays: ``Authorization: Basic ***``;
+* command-line flags with a sensitive name, and ``-p``: the next word (``--jdbc-pass pw``,
+  ``-p pw``); ``--password=x`` masks ``x``;
+* ``Bearer <token>`` anywhere;
+* the password of a URL's user info, up to the *last* ``@`` of the URL (``s3a://AKIA…:wJal/K7…@b``,
+  ``postgres://:pw@h``);
+* PEM private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``END``), also when the text starts
+  inside one (a tail cut in the middle) or ends inside one;
+* ``redact_tail``: a tail read from the middle of a file drops its first, partial line — it may
+  start in the middle of a key (``ssword=hunter2``).
+
+What is not masked here: a bare value with nothing around it that says it is secret
+(``print(conn.password)``) — only Airflow's value masker, in the task log, catches that, and only
+for values it was told about.
+
+Linear time: each pass moves forward over the text and never re-reads what it already passed
+(regular expressions here have no nested or unbounded overlapping repetitions; every search
+resumes after the previous match or masked span). ``tests/unit/test_redaction.py`` bounds the time
+on a 64 KiB adversarial input.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "***"
+
+#: Substrings that make a key sensitive, matched against the key lower-cased without ``_ - .``.
+SENSITIVE_KEY_PARTS = (
+    "password",
+    "passwd",
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "credential",
+    "auth",
+    "apikey",
+    "accesskey",
+    "accountkey",
+    "privatekey",
+    "sessionkey",
+    "webhook",
+    "fernet",
+    "signature",
+)
+#: Keys that are sensitive only as a whole (``sig`` of a SAS URL; ``-p`` of mysql/psql-like tools).
+SENSITIVE_KEYS_EXACT = frozenset({"key", "sig", "sas"})
+SENSITIVE_FLAGS_EXACT = frozenset({"-p"})
+HTTP_SCHEMES = frozenset({"basic", "bearer", "negotiate", "token", "digest"})
+
+_TOKEN = re.compile(r"[\w.\-]+")
+_SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://")
+_URL_REST = re.compile(r"[^\s\"'<>`]*")
+PEM_BEGIN = _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+PEM_END = _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_SPACES = re.compile(r"[ \t]*")
+_WORD = re.compile(r"[^\s\"',;&}\])]*")
+
+
+def is_sensitive_key(key: str) -> bool:
+    normalized = key.lower().replace("_", "").replace("-", "").replace(".", "")
+    if normalized in SENSITIVE_KEYS_EXACT:
+        return True
+    return any(part in normalized for part in SENSITIVE_KEY_PARTS)
+
+
+def redact(text: object) -> str | None:
+    """``text`` with what looks like a credential replaced by ``***`` (see the module docstring).
+
+    Anything that is not a string (a malformed ledger's ``error`` may be a number or a list) is
+    converted with ``str`` first, so one bad value never breaks a page.
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = str(text)
+    return _mask_key_values(_mask_url_credentials(_mask_pem_blocks(text)))
+
+
+def redact_tail(text: str, starts_mid_file: bool) -> str:
+    """``redact`` for a tail read from the middle of a file: its first, partial line is dropped."""
+    if starts_mid_file:
+        newline = text.find("\n")
+        text = "" if newline < 0 else text[newline + 1 :]
+    return redact(text) or ""
+
+
+# ---------------------------------------------------------------------------- the passes
+
+
+def _mask_pem_blocks(text: str) -> str:
+    out: list[str] = []
+    position = 0
+    first_end = _PEM_END.search(text)
+    first_begin = _PEM_BEGIN.search(text)
+    if first_end and (first_begin is None or first_end.start() < first_begin.start()):
+        # The text starts inside a key block (a tail cut in the middle): mask up to its end.
+        out.append(MASK + "\n")
+        position = first_end.start()
+    while True:
+        begin = _PEM_BEGIN.search(text, position)
+        if begin is None:
+            out.append(text[position:])
+            return "".join(out)
+        out.append(text[position : begin.end()])
+        end = _PEM_END.search(text, begin.end())
+        out.append("\n" + MASK + "\n")
+        if end is None:  # ends inside a key block
+            return "".join(out)
+        position = end.start()
+
+
+def _mask_url_credentials(text: str) -> str:
+    out: list[str] = []
+    position = 0
+    while True:
+        scheme = _SCHEME.search(text, position)
+        if scheme is None:
+            out.append(text[position:])
+            return "".join(out)
+        end = _end_of(_URL_REST, text, scheme.end())
+        at = text.rfind("@", scheme.end(), end)
+        colon = text.find(":", scheme.end(), at) if at >= 0 else -1
+        if colon >= 0:
+            out.append(text[position : colon + 1] + MASK)
+            out.append(text[at:end])
+        else:
+            out.append(text[position:end])
+        position = max(end, scheme.end())
+
+
+def _end_of(pattern: re.Pattern[str], text: str, start: int) -> int:
+    """Where ``pattern`` (one that also matches the empty string) stops matching from ``start``."""
+    found = pattern.match(text, start)
+    return start if found is None else found.end()
+
+
+def _quoted_end(text: str, start: int) -> int:
+    """Index just past the closing quote of the string starting at ``start``; end of line if none."""
+    quote = text[start]
+    i = start + 1
+    n = len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == quote:
+            return i + 1
+        if char == "\n":
+            return i
+        i += 1
+    return n
+
+
+def _line_end(text: str, start: int) -> int:
+    newline = text.find("\n", start)
+    return len(text) if newline < 0 else newline
+
+
+def _mask_key_values(text: str) -> str:
+    out: list[str] = []
+    position = 0  # everything before it is in ``out``
+    search_from = 0
+    n = len(text)
+    while True:
+        token = _TOKEN.search(text, search_from)
+        if token is None:
+            break
+        key, after = token.group(), token.end()
+        search_from = after
+        before = text[token.start() - 1] if token.start() > 0 else ""
+        if key.lower() == "bearer":
+            span = _value_span_word(text, after)
+            if span:
+                out.append(text[position : span[0]] + MASK)
+                position = search_from = span[1]
+            continue
+        if key.startswith("-"):
+            if before and not before.isspace() and before not in "\"'":
+                continue
+            flag = key.split("=", 1)[0]
+            if not (flag in SENSITIVE_FLAGS_EXACT or is_sensitive_key(flag.lstrip("-"))):
+                continue
+            if after < n and text[after] == "=":
+                span = _value_span_word(text, after + 1, allow_dash=True, spaces=False)
+            else:
+                span = _value_span_word(text, after)
+            if span:
+                out.append(text[position : span[0]] + MASK)
+                position = search_from = span[1]
+            continue
+        if not is_sensitive_key(key):
+            continue
+        value_span = _key_value_span(text, after, in_query=before in ("?", "&"))
+        if value_span:
+            start, end, keep_quote = value_span
+            out.append(text[position:start] + MASK + keep_quote)
+            position = search_from = end
+    out.append(text[position:])
+    return "".join(out)
+
+
+def _value_span_word(text: str, start: int, allow_dash: bool = False, spaces: bool = True) -> tuple[int, int] | None:
+    """The next word after ``start`` (a flag's value): quoted or up to a separator."""
+    i = _end_of(_SPACES, text, start) if spaces else start
+    if spaces and i == start:
+        return None  # a flag's value is separated by a space
+    if i >= len(text) or text[i] == "\n":
+        return None
+    if text[i] in "\"'":
+        return i, _quoted_end(text, i)
+    if text[i] == "-" and not allow_dash:
+        return None  # the next flag, not a value
+    word_end = _end_of(_WORD, text, i)
+    return (i, word_end) if word_end > i else None
+
+
+def _key_value_span(text: str, after_key: int, in_query: bool) -> tuple[int, int, str] | None:
+    """Where the value of a sensitive key starts and ends, and the closing quote to keep."""
+    n = len(text)
+    i = after_key
+    if i < n and text[i] in "\"'":  # "password": ...
+        i += 1
+    j = _end_of(_SPACES, text, i)
+    if j < n and text[j] in "=:":
+        j += 2 if text[j : j + 2] == "=>" else 1
+        j = _end_of(_SPACES, text, j)
+    elif j > i and j < n and text[j] in "\"'":
+        pass  # key "value"
+    else:
+        return None
+    if j >= n or text[j] == "\n":
+        return None
+    if text[j] in "\"'":
+        end = _quoted_end(text, j)
+        closed = end > j + 1 and text[end - 1] == text[j]
+        return j + 1, (end - 1 if closed else end), ""
+    scheme_end = _end_of(_WORD, text, j)
+    if scheme_end > j and text[j:scheme_end].lower() in HTTP_SCHEMES and scheme_end < n and text[scheme_end] == " ":
+        j = _end_of(_SPACES, text, scheme_end)
+    if in_query:
+        stop = j
+        while stop < n and text[stop] not in "&#\n \t\"'<>":
+            stop += 1
+        return (j, stop, "") if stop > j else None
+    end = _line_end(text, j)
+    return (j, end, "") if end > j else None

@@ -1,0 +1,201 @@
+"""Observers: what a waiting sensor reads of a run, in its worker and in its trigger alike.
+
+Purpose
+    ``ReadyToCloseSensor`` and ``CheckpointFreshnessSensor`` evaluate once in a worker, then defer
+    on a trigger that runs the *same* evaluation in the triggerer. Both sides need the same reads;
+    this module holds them, below both: sensors and triggers import it, it imports neither (so a
+    trigger never loads a sensor's module, and no import circle forms). The monitoring plugin reads
+    attempt ledgers through it too. It does I/O (Airflow's task API, the state root), so it is not
+    part of ``core``, which stays I/O-free; every decision is still ``core``'s.
+
+How it works
+    An observer reads, the core decides:
+
+    - ``RunObserver`` (ready-to-close, G2) reads what ``core.ready.evaluate`` needs for one run: the
+      states of the run's source deploy tasks (one task-state call), the report (XCom
+      ``return_value``) of each source in ``success``, and the ledger of the attempt that report
+      names, to verify it (``core.ready.attempt_problem``). It remembers the reports it read, so a
+      poll costs one task-state call plus one XCom and one ledger read per source that finished
+      since the previous poll; a source seen in any other state is forgotten (a rerun wipes its
+      XComs).
+    - ``JobWatch`` (checkpoint freshness, G7) reads what ``core.freshness.judge_freshness`` needs for
+      one job: the deploy task's state, then every attempt's ledger (``read_attempt_ledgers``), in
+      that order, so a job that ends between the two reads is judged by its ledger, never as stale.
+
+    Observers are built from plain values (ids, the state root's URL, a threshold, the reports a
+    sensor already verified), so a trigger rebuilds one from its kwargs after a triggerer restart;
+    what an observer remembers is a cache, and losing it costs reads, never a wrong verdict. Their
+    methods block (HTTP to the API server, storage reads): triggers call them through
+    ``sync_to_async``. Airflow is imported only inside the methods that call it.
+
+What it does not do
+    Decide (the verdicts are ``core.ready`` and ``core.freshness``), or write anything: recording
+    progress in the task state store and failing the task are the sensors' part.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Mapping
+
+from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
+from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
+from airflow_provider_zeta.core.ready import Evaluation, attempt_problem, evaluate, parse_report
+from airflow_provider_zeta.settings import open_state_storage
+from airflow_provider_zeta.storage import StateStorage
+
+#: The report fields the ready set carries: all a sensor hands its trigger of a verified report.
+REPORT_FIELDS = ("source", "task_id", "incarnation", "token", "output_path", "rows")
+
+
+def read_attempt_ledgers(storage, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Ledger | CorruptState]:
+    """Every attempt's ledger of one deploy task (a token directory without a ledger is skipped)."""
+    base = task_attempts_dir(dag_id, run_id, task_id, map_index)
+    found: list[Ledger | CorruptState] = []
+    for token in storage.list_dir(base):
+        attempt = storage.child(f"{base}/{token}")
+        try:
+            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), token, attempt.url_of(LEDGER_FILE))
+        except CorruptState as error:
+            found.append(error)
+            continue
+        if ledger is not None:
+            found.append(ledger)
+    return found
+
+
+class RunObserver:
+    """Reads what ``core.ready.evaluate`` needs, for one run; usable in a task and in a trigger.
+
+    Remembers reports it already read and verified, so a poll costs one task-state call plus one
+    XCom read (and one ledger read) per source that finished since the previous poll.
+    """
+
+    def __init__(
+        self,
+        dag_id: str,
+        run_id: str,
+        expected: Mapping[str, str],
+        state_root: str,
+        verified: Mapping[str, Any] | None = None,
+    ) -> None:
+        """``verified``: task id -> raw report already read and verified (by the sensor, before it
+        deferred): not read again while its task stays ``success``."""
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.expected = dict(expected)
+        self.state_root = state_root
+        self._reports: dict[str, Any] = dict(verified or {})  # task id -> raw report, for sources seen in success
+        self._unverified: dict[str, str] = {}
+        self._storage: StateStorage | None = None
+
+    def verified_reports(self, limit: int = 0) -> dict[str, Any]:
+        """Task id -> report of sources read and verified so far, for the trigger's kwargs.
+
+        Only the fields the ready set carries, and at most ``limit`` sources (0: all), so the
+        trigger row stays bounded whatever N; the trigger reads the others once when it starts.
+        """
+        unverified_tasks = {self.expected[source] for source in self._unverified}
+        kept: dict[str, Any] = {}
+        for task_id, raw in sorted(self._reports.items()):
+            if task_id in unverified_tasks or not isinstance(raw, Mapping):
+                continue
+            if limit and len(kept) >= limit:
+                break
+            kept[task_id] = {key: raw.get(key) for key in REPORT_FIELDS if key in raw}
+        return kept
+
+    def _ledger_problem(self, source: str, task_id: str, raw: Any) -> str | None:
+        try:
+            report = parse_report(raw, source, task_id)
+        except CorruptState:
+            return None  # evaluate() reports it as corrupt
+        if self._storage is None:
+            self._storage = open_state_storage(self.state_root)
+        attempt = self._storage.child(attempt_dir(self.dag_id, self.run_id, task_id, -1, report.token))
+        ledger: Ledger | CorruptState | None
+        try:
+            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), report.token, attempt.url_of(LEDGER_FILE))
+        except CorruptState as error:
+            ledger = error
+        return attempt_problem(report, ledger)
+
+    def observe(self, incarnation: int, deadline: float) -> Evaluation:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+        from airflow.sdk.execution_time.xcom import XCom
+
+        states_by_run = RuntimeTaskInstance.get_task_states(
+            dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id]
+        )
+        states = dict(states_by_run.get(self.run_id, {}))
+        for source, task_id in self.expected.items():
+            if states.get(task_id) != "success":
+                # A source that runs again has its XComs wiped: forget what we read of it.
+                self._reports.pop(task_id, None)
+                self._unverified.pop(source, None)
+                continue
+            if task_id in self._reports and source not in self._unverified:
+                continue
+            raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+            if raw is None:
+                continue
+            self._reports[task_id] = raw
+            problem = self._ledger_problem(source, task_id, raw)
+            if problem:
+                self._unverified[source] = problem
+            else:
+                self._unverified.pop(source, None)
+        return evaluate(self.expected, states, self._reports, incarnation, time.time(), deadline, self._unverified)
+
+
+class JobWatch:
+    """Reads what ``judge_freshness`` needs for one job; usable in a task and in a trigger."""
+
+    def __init__(
+        self,
+        dag_id: str,
+        run_id: str,
+        job_task_id: str,
+        map_index: int,
+        state_root: str,
+        threshold: float,
+        first_checkpoint_threshold: float | None = None,
+    ):
+        self.dag_id = dag_id
+        self.run_id = run_id
+        self.job_task_id = job_task_id
+        self.map_index = int(map_index)
+        self.state_root = state_root
+        self.threshold = float(threshold)
+        self.first_checkpoint_threshold = None if first_checkpoint_threshold is None else float(first_checkpoint_threshold)
+        self._storage: StateStorage | None = None
+
+    @property
+    def job(self) -> str:
+        suffix = f"[{self.map_index}]" if self.map_index >= 0 else ""
+        return f"{self.dag_id}.{self.job_task_id}{suffix}"
+
+    def task_state(self) -> str | None:
+        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+        states = RuntimeTaskInstance.get_task_states(
+            dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]
+        ).get(self.run_id, {})
+        key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
+        return states.get(key)
+
+    def ledger(self) -> Ledger | CorruptState | None:
+        if self._storage is None:
+            self._storage = open_state_storage(self.state_root)
+        return current_ledger(
+            read_attempt_ledgers(self._storage, self.dag_id, self.run_id, self.job_task_id, self.map_index)
+        )
+
+    def judge(self) -> FreshnessJudgement:
+        # Task state first: a job that ended between the two reads is then judged by its ledger as
+        # "between attempts" (watching), never as stale.
+        state = self.task_state()
+        return judge_freshness(
+            self.job, state, self.ledger(), time.time(), self.threshold, self.first_checkpoint_threshold
+        )

@@ -1,0 +1,255 @@
+"""Several "hosts" on one machine: Linux PID + mount + UTS namespaces, for multi-host tests.
+
+Theory of operation
+-------------------
+A ``NamespaceHost`` runs one command (a Celery worker, a triggerer) as the only child of a tiny
+init process inside fresh namespaces made by ``unshare --pid --fork --mount-proc --uts --mount``:
+
+* **its own process table** (PID namespace, ``/proc`` remounted): processes of one host cannot see,
+  signal or judge by PID the processes of another, as on separate machines;
+* **its own hostname** (UTS namespace), set by the init before the command starts;
+* **its own /tmp** (mount namespace, private propagation): a fresh tmpfs, so nothing a host keeps in
+  ``/tmp`` is visible elsewhere.
+
+Everything else is shared, as on machines that share storage: the network (so 127.0.0.1 reaches
+PostgreSQL, Redis, the API server and the Spark master) and every directory outside ``/tmp`` — the
+state root and the output directories a test gives all hosts stand in for NFS/HDFS. A harness that
+wants a host-private directory (the misconfigured deployment) points a setting into ``/tmp``.
+
+The init (``python -m airflow_provider_zeta.testing.hosts --hostname NAME -- COMMAND...``) is PID 1 of
+the namespace: it forwards SIGTERM/SIGINT to the command, reaps every orphan re-parented to it (the
+detached Spark drivers of a worker host) so that none lingers as a zombie that looks alive, and
+exits with the command's status. When PID 1 of a PID namespace dies the kernel SIGKILLs every
+other process of the namespace: **killing a host** is ``SIGKILL`` to the init from outside, after
+which ``kill()`` waits until no process of the namespace is left and records the moment.
+
+This module imports only the standard library: the init runs it before anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+
+class HostError(RuntimeError):
+    """A namespace host could not start, or did not die completely when killed."""
+
+
+def pid_namespace(pid: int | str = "self") -> str | None:
+    """The PID namespace of ``pid`` as the kernel names it (``pid:[4026532…]``), or None if gone."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def unshare_available() -> str | None:
+    """None when namespace hosts can run here, else why not (for a skip message)."""
+    try:
+        result = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "true"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unshare cannot run: {error}"
+    if result.returncode != 0:
+        return f"unshare --pid --uts --mount failed (needs root or user namespaces): {result.stderr.strip()}"
+    return None
+
+
+class NamespaceHost:
+    """One simulated host running ``command``; see the module docstring."""
+
+    def __init__(
+        self,
+        hostname: str,
+        command: Sequence[str],
+        *,
+        env: dict[str, str],
+        cwd: str | os.PathLike,
+        log_path: str | os.PathLike,
+    ) -> None:
+        self.hostname = hostname
+        self.command = list(command)
+        self.env = dict(env)
+        self.cwd = str(cwd)
+        self.log_path = Path(log_path)
+        self.process: subprocess.Popen | None = None
+        self.namespace: str | None = None  # pid:[inode] of the host, known once started
+        self.init_pid: int | None = None  # the namespace's PID 1, as seen from outside
+        self.killed_at: float | None = None  # wall clock (time.time()) when kill() ended the host
+
+    def start(self, timeout: float = 20) -> NamespaceHost:
+        env = dict(self.env)
+        # The init imports this module by name: the package must be importable from the command's cwd.
+        package_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [
+                    "unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "--propagation", "private",
+                    sys.executable, "-m", "airflow_provider_zeta.testing.hosts", "--hostname", self.hostname,
+                    "--", *self.command,
+                ],
+                env=env,
+                cwd=self.cwd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            init = _children(self.process.pid)
+            if init:
+                namespace = pid_namespace(init[0])
+                if namespace and namespace != pid_namespace(self.process.pid):
+                    self.init_pid, self.namespace = init[0], namespace
+                    return self
+            if self.process.poll() is not None:
+                raise HostError(f"host {self.hostname}: unshare exited {self.process.returncode}; see {self.log_path}")
+            time.sleep(0.05)
+        raise HostError(f"host {self.hostname}: no namespace init within {timeout}s")
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None, "start() first"
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def members(self) -> list[int]:
+        """Outside PIDs of every live (non-zombie) process of this host's PID namespace."""
+        if self.namespace is None:
+            return []
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and pid_namespace(entry) == self.namespace and not _zombie(int(entry)):
+                found.append(int(entry))
+        return found
+
+    def kill(self, timeout: float = 20) -> list[int]:
+        """SIGKILL the whole host (every process of its namespace); returns the PIDs it had.
+
+        Raises ``HostError`` if any process of the namespace is still alive after ``timeout``.
+        """
+        victims = self.members()
+        if self.init_pid is not None:
+            try:
+                os.kill(self.init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while (left := self.members()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.killed_at = time.time()
+        if left:
+            raise HostError(f"host {self.hostname}: processes {left} survived the kill of its namespace")
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        return victims
+
+    def terminate(self) -> None:
+        """Ask the command to stop (SIGTERM through the init); ``kill()`` ends whatever is left."""
+        if self.init_pid is not None and self.alive():
+            try:
+                os.kill(self.init_pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
+# ---------------------------------------------------------------------- the namespace's init
+
+
+def _paths_under_tmp_to_keep() -> list[Path]:
+    """The project root, the Python environment and sys.path entries that lie under /tmp, outermost only."""
+    candidates = {Path(__file__).resolve().parents[2], Path(sys.prefix).resolve()}
+    candidates.update(Path(entry).resolve() for entry in sys.path if entry and Path(entry).is_dir())
+    under_tmp = sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents)
+    outermost: list[Path] = []
+    for path in under_tmp:
+        if not any(kept == path or kept in path.parents for kept in outermost):
+            outermost.append(path)
+    return outermost
+
+
+def _init(hostname: str, command: list[str]) -> int:
+    import socket
+
+    socket.sethostname(hostname)
+    # A private /tmp: the mount namespace is private (unshare --propagation private), so this tmpfs
+    # is seen by this host only. What the host must still run from — the project and the Python
+    # environment, when they live under /tmp (a CI checkout may) — is bound back into it.
+    keep = _paths_under_tmp_to_keep()
+    holds = []
+    for index, path in enumerate(keep):
+        hold = Path(f"/var/tmp/zeta-host-hold/{hostname}-{os.getpid()}/{index}")
+        hold.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(path), str(hold)], check=True)
+        holds.append((hold, path))
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", f"tmpfs-{hostname}", "/tmp"], check=True)
+    for hold, path in holds:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "--bind", str(hold), str(path)], check=True)
+    child = subprocess.Popen(command)
+
+    def forward(signum, _frame):
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)  # reap every orphan of the host, not only the command
+        except ChildProcessError:
+            return 0
+        except InterruptedError:
+            continue
+        if pid == child.pid:
+            return os.waitstatus_to_exitcode(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="PID 1 of a namespace host (see module docstring)")
+    parser.add_argument("--hostname", required=True)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the host's command after --")
+    return _init(args.hostname, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,232 @@
+"""The driver's output in the deploy task's log: read incrementally by the driver trigger.
+
+Purpose
+    spark-submit's output (the job's prints, Spark's log) goes to ``driver.log`` in the attempt's
+    directory. While the task waits deferred, ``ZetaDriverTrigger`` calls ``DriverOutput.poll``
+    on every look at the ledger and logs each new line through its own ``self.log``. Airflow writes
+    a trigger's log lines into the log of the task instance's current try, so the driver's output is
+    in the task's Logs tab, stored by remote logging like any task log, and passes Airflow's secrets
+    masker on the way (the triggerer's log processors apply ``mask_logs``).
+
+How it works
+    * **Masking.** Before the first line, ``register_secrets`` fetches every connection the driver
+      can reach — the operator's Spark connection and each ``AIRFLOW_CONN_*`` in the driver's
+      environment (``connections_visible_to_driver``) — through the Task SDK, which registers their
+      passwords and extras, and the extras' values whose keys ``[core] sensitive_var_conn_names``
+      names, with Airflow's masker. Each line is also passed through ``core.redaction.redact``
+      (credentials that look like credentials, e.g. a key the job made up), so what reaches the log
+      is masked twice: by value (Airflow) and by form (the provider).
+    * **Bounded.** One poll reads at most ``max_bytes`` (64 KiB) and logs only complete lines; a
+      line longer than ``max_line`` is cut. A driver that writes faster than that is followed with a
+      lag, never by reading the whole file at once.
+    * **Offset.** The offset of the next unread byte is kept in the attempt directory
+      (``driver.log.offset``, replaced atomically after each poll that advanced), and the one at
+      defer time is in the trigger's kwargs; a new trigger — after a triggerer restart, or the next
+      deferral of the same attempt — starts from the larger of the two. A restart repeats at most
+      the lines of the poll that was running when it died; it never loses any. A log that became
+      shorter than the offset (replaced) is read again from its start.
+    * **Safety.** The file is opened with ``StateStorage.read_local_range``: a symbolic link, a
+      hard link, a FIFO, a file of another owner, or a path leading out of the state root is
+      refused (the job can write its attempt directory).
+
+What it does not do
+    It streams only when the state root is a local (or NFS-mounted) filesystem the triggerer can
+    read: on an object-store state root the launcher writes the log to the worker's temporary
+    directory, which the triggerer does not see. It masks only what Airflow was told about or what
+    looks like a credential: a bare secret the job generated itself and prints is not known to
+    either. It makes no coordination decision.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping
+
+from airflow_provider_zeta.core.redaction import MASK, PEM_BEGIN, PEM_END, redact
+
+DRIVER_LOG = "driver.log"
+OFFSET_FILE = "driver.log.offset"
+MAX_BYTES_PER_POLL = 64 * 1024
+MAX_LINE = 8 * 1024
+LINE_PREFIX = "[driver] "
+CONN_ENV_PREFIX = "AIRFLOW_CONN_"
+
+
+def connections_visible_to_driver(conn_id: str | None, environment: Mapping[str, str]) -> list[str]:
+    """Connection ids whose secrets the driver can print: the operator's own and each one its
+    environment defines (``AIRFLOW_CONN_<ID>``), which the driver inherits from the worker."""
+    found = {conn_id} if conn_id else set()
+    for name in environment:
+        if name.startswith(CONN_ENV_PREFIX) and len(name) > len(CONN_ENV_PREFIX):
+            found.add(name[len(CONN_ENV_PREFIX) :].lower())
+    return sorted(found)
+
+
+def split_lines(data: bytes, max_line: int, final: bool) -> tuple[list[str], int]:
+    """Complete lines of ``data`` (decoded, without newline) and how many bytes they used.
+
+    An unterminated rest is left for the next poll unless it is longer than ``max_line`` or this is
+    the ``final`` read (the driver has ended), then it is taken as it is.
+    """
+    lines: list[str] = []
+    used = 0
+    while used < len(data):
+        newline = data.find(b"\n", used, used + max_line + 1)
+        if newline < 0:
+            rest = len(data) - used
+            if rest > max_line:
+                lines.append(data[used : used + max_line].decode(errors="replace") + " …(line cut)")
+                used += max_line
+                continue
+            if final and rest:
+                lines.append(data[used:].decode(errors="replace"))
+                used = len(data)
+            break
+        lines.append(data[used:newline].decode(errors="replace").rstrip("\r"))
+        used = newline + 1
+    return lines, used
+
+
+class DriverOutput:
+    """Reads ``driver.log`` of one attempt from ``offset`` on, a bounded slice per poll."""
+
+    def __init__(
+        self,
+        state_root: str,
+        attempt_dir: str,
+        offset: int = 0,
+        conn_ids: Iterable[str] = (),
+        max_bytes: int = MAX_BYTES_PER_POLL,
+        max_line: int = MAX_LINE,
+    ) -> None:
+        self.state_root = state_root
+        self.attempt_dir = attempt_dir
+        self.offset = max(0, int(offset))
+        self.conn_ids = list(conn_ids)
+        self.max_bytes = max_bytes
+        self.max_line = max_line
+        self._attempt = None
+        self._resumed = False
+        self._refusal_logged = False
+        # Inside a PEM private key block that began on an earlier line (lines are masked one by
+        # one, so the block's state is carried, and kept with the offset across a restart).
+        self.in_private_key = False
+
+    # ------------------------------------------------------------------ trigger side
+
+    @classmethod
+    def from_kwargs(cls, state_root: str, attempt_dir: str, kwargs: Mapping[str, Any] | None) -> DriverOutput | None:
+        if not kwargs:
+            return None
+        return cls(state_root, attempt_dir, int(kwargs.get("offset") or 0), kwargs.get("conn_ids") or ())
+
+    def to_kwargs(self) -> dict[str, Any]:
+        return {"offset": self.offset, "conn_ids": list(self.conn_ids)}
+
+    async def register_secrets(self, log) -> None:
+        """Let Airflow's masker know the secrets of every connection the driver can reach."""
+        from airflow.sdk import BaseHook
+
+        for conn_id in self.conn_ids:
+            try:
+                connection = await BaseHook.aget_connection(conn_id)  # masks password and extra
+                await connection.aextra_dejson()  # masks extra values under sensitive key names
+            except Exception as error:  # an unknown id in the environment is not an error here
+                log.info("zeta.driver_output: connection %r not registered for masking: %s", conn_id, type(error).__name__)
+
+    def _storage(self):
+        if self._attempt is None:
+            from airflow_provider_zeta.settings import open_state_storage
+
+            self._attempt = open_state_storage(self.state_root).child(self.attempt_dir)
+        return self._attempt
+
+    def _resume_offset(self) -> None:
+        """Once: continue from the offset a previous trigger of this attempt recorded, if larger."""
+        if self._resumed:
+            return
+        self._resumed = True
+        raw = self._storage().read_bytes(OFFSET_FILE)
+        try:
+            fields = (raw or b"0").decode().split()
+            recorded = int(fields[0]) if fields else 0
+        except (UnicodeDecodeError, ValueError):
+            recorded, fields = 0, []  # the job can write here; a bad value only costs a repetition
+        if recorded > self.offset:
+            self.offset = recorded
+            self.in_private_key = "private-key" in fields[1:]
+
+    def poll(self, final: bool = False) -> list[str]:
+        """The next complete lines (masked by form; Airflow masks by value when they are logged).
+
+        ``final``: the driver has ended; an unterminated last line is taken too. Blocking I/O: call
+        it in a thread from the trigger's event loop.
+        """
+        storage = self._storage()
+        self._resume_offset()
+        try:
+            found = storage.read_local_range(DRIVER_LOG, self.offset, self.max_bytes)
+        except PermissionError as refused:
+            if self._refusal_logged:
+                return []
+            self._refusal_logged = True
+            return [f"(driver output not streamed: {refused})"]
+        if found is None:
+            return []
+        data, start, size = found
+        lines: list[str] = []
+        if size < self.offset:  # the log was replaced by a shorter one: read it from its start
+            lines.append(f"(driver log shrank from {self.offset} to {size} bytes: reading it again from the start)")
+            self.offset = 0
+            found = storage.read_local_range(DRIVER_LOG, 0, self.max_bytes)
+            if found is None:
+                return lines
+            data, start, size = found
+        text_lines, used = split_lines(data, self.max_line, final and start + len(data) >= size)
+        lines.extend(self._mask(text_lines))
+        if used:
+            self.offset = start + used
+            storage.write_atomic(OFFSET_FILE, f"{self.offset}{' private-key' if self.in_private_key else ''}".encode())
+        return lines
+
+    def _mask(self, lines: list[str]) -> list[str]:
+        """``redact`` line by line, carrying "inside a private key block" from line to line."""
+        masked = []
+        for line in lines:
+            if self.in_private_key:
+                end = PEM_END.search(line)
+                if end is None:
+                    masked.append(MASK)
+                    continue
+                self.in_private_key = False
+                line = MASK + line[end.start() :]
+            shown = redact(line) or ""
+            last_begin = None
+            for last_begin in PEM_BEGIN.finditer(line):  # noqa: B007 - the last BEGIN of the line counts
+                pass
+            if last_begin is not None and PEM_END.search(line, last_begin.end()) is None:
+                self.in_private_key = True
+            masked.append(shown)
+        return masked
+
+    def drain(self, max_polls: int = 16) -> list[str]:
+        """Everything left after the driver ended, bounded by ``max_polls`` slices."""
+        lines: list[str] = []
+        for _ in range(max_polls):
+            batch = self.poll(final=True)
+            if not batch:
+                break
+            lines.extend(batch)
+        return lines
+
+
+def log_lines(log, token: str, lines: Iterable[str]) -> None:
+    """Write driver lines to the trigger's (so the task's) log, one log record per line."""
+    for line in lines:
+        log.info("%s%s", LINE_PREFIX, line)
+
+
+def driver_output_kwargs(conn_id: str | None, env_vars: Mapping[str, str] | None) -> dict[str, Any]:
+    """The ``driver_output`` kwargs of a new ``ZetaDriverTrigger`` (the operator's call site)."""
+    environment = {**os.environ, **(env_vars or {})}
+    return {"offset": 0, "conn_ids": connections_visible_to_driver(conn_id, environment)}

@@ -1,0 +1,96 @@
+"""An interrupted test run leaves no process behind (``airflow_provider_zeta/testing/teardown.py``).
+
+A pytest session in a subprocess starts a real cluster through the suite's ``airflow_cluster``
+fixture (``tests/subsessions/interrupted_session.py``) and is then sent SIGTERM — what a CI or
+``timeout`` time limit sends — or SIGINT (Ctrl-C). Afterwards no process of that cluster may be
+alive: the oracle scans ``/proc`` itself for processes in the components' sessions or carrying the
+cluster's ``ZETA_HARNESS_ID`` marker, independently of the harness's own bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT
+
+INNER = PROJECT_ROOT / "tests" / "subsessions" / "interrupted_session.py"
+
+
+def _cluster_processes(cluster_id: str, sessions: set[int]) -> list[tuple[int, str]]:
+    """(pid, cmdline) of every live process in one of ``sessions`` or marked with ``cluster_id``."""
+    found = []
+    marker = f"ZETA_HARNESS_ID={cluster_id}".encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            session = int(stat.rsplit(")", 1)[1].split()[3])  # fields after "(comm)": state ppid pgrp session
+            state = stat.rsplit(")", 1)[1].split()[0]
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if state == "Z":  # a zombie is already dead, waiting for its parent to reap it
+            continue
+        if session in sessions or marker in environ:
+            found.append((int(entry), cmdline))
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupted_session_leaves_no_process_behind(tmp_path, signum):
+    info_path = tmp_path / "cluster.json"
+    env = {**os.environ, "ZETA_INTERRUPT_INFO": str(info_path), "PYTHONPATH": str(PROJECT_ROOT)}
+    inner = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(INNER), "-q", "-s", "-p", "no:cacheprovider", "-o", "addopts=", "--timeout=600"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        stdout=(tmp_path / "inner.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+    info = None
+    try:
+        deadline = time.monotonic() + 300
+        while info is None and time.monotonic() < deadline:
+            assert inner.poll() is None, "inner session ended early:\n" + (tmp_path / "inner.log").read_text()[-3000:]
+            if info_path.exists():
+                info = json.loads(info_path.read_text())
+            time.sleep(0.5)
+        assert info is not None, "the inner session never started its cluster"
+        sessions = set(info["sessions"])
+        before = _cluster_processes(info["cluster_id"], sessions)
+        assert len(before) >= 2, f"the cluster should be running (api-server, scheduler): {before}"
+
+        inner.send_signal(signum)
+        inner.wait(timeout=120)
+        survivors = _cluster_processes(info["cluster_id"], sessions)
+        for _ in range(10):  # SIGKILLed processes may take a moment to leave /proc
+            if not survivors:
+                break
+            time.sleep(0.5)
+            survivors = _cluster_processes(info["cluster_id"], sessions)
+        assert survivors == [], f"processes of the interrupted cluster still alive: {survivors}"
+        log = (tmp_path / "inner.log").read_text()
+        assert f"{signum.name} received" in log, log[-3000:]
+        assert not Path(info["home"]).exists(), "the interrupted cluster's temporary home was not removed"
+        if signum == signal.SIGTERM:
+            assert inner.returncode == -signal.SIGTERM, "the session must still end by SIGTERM"
+    finally:
+        if inner.poll() is None:
+            inner.kill()
+            inner.wait()
+        if info is not None:  # never leave the cluster behind, whatever the outcome
+            for pid, _ in _cluster_processes(info["cluster_id"], set(info["sessions"])):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
