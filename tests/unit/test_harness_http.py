@@ -86,3 +86,38 @@ def test_a_request_that_waited_out_the_busy_timeout_is_still_sent_again(cluster,
         assert len(received) == 2
     finally:
         server.shutdown()
+
+
+def test_waiting_for_a_dag_waits_through_its_404_until_it_is_parsed(cluster):
+    """CI: the dag-processor parses one file at a time, so right after a cluster start one DAG
+    answered 200 while zeta_cleanup still answered 404; the harness took that 404 body for the DAG
+    and failed two cleanup tests instead of waiting."""
+    asked: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            asked.append(self.path)
+            if self.path.startswith("/api/v2/importErrors"):
+                status, body = 200, {"import_errors": [], "total_entries": 0}
+            elif sum(path == "/api/v2/dags/zeta_cleanup" for path in asked) < 3:
+                status, body = 404, {"detail": "The Dag with dag_id: `zeta_cleanup` was not found"}
+            else:
+                status, body = 200, {"dag_id": "zeta_cleanup", "is_paused": False}
+            payload = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cluster.api_url = f"http://127.0.0.1:{server.server_address[1]}"
+        assert cluster.wait_for_dag("zeta_cleanup", timeout=30)["dag_id"] == "zeta_cleanup"
+        assert asked.count("/api/v2/dags/zeta_cleanup") == 3
+    finally:
+        server.shutdown()
