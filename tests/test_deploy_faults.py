@@ -84,6 +84,42 @@ def test_marking_a_task_that_waits_in_its_worker_failed_stops_its_driver(fake_dr
     assert "task ended by a user action" in text, text[-3000:]
 
 
+def test_clearing_a_task_that_waits_in_its_worker_reruns_its_job_with_one_driver_at_a_time(fake_driver_cluster, tmp_path):
+    """Issue 13, item 5: a cleared deploy task always re-runs, also one cleared while RUNNING (with
+    ``deferrable=False`` it is RUNNING for its whole job). Airflow sets it RESTARTING, the worker's
+    supervisor kills the try when its heartbeat is refused, the executor reports that try as ended,
+    and the scheduler raises ``max_tries`` for a RESTARTING task so reported: the next try sees
+    this task cleared (``new_incarnation``), fences the old driver and launches anew. The oracles:
+    the job's own launch log (a second launch, under a new token, which the task's result names)
+    and the process table (the first driver gone before the second started)."""
+    cluster = fake_driver_cluster
+    dag_id = "deploy_counting_in_worker"
+    cluster.wait_for_dag(dag_id)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    run_id = cluster.trigger_run(
+        dag_id, "2026-07-01T00:00:00Z", conf={"launch_log": str(log), "release_file": str(release)}
+    )
+    first = cluster.wait_for(lambda: launches(log), 120, "the job started")[0]
+    assert cluster.task_instance(dag_id, run_id, "job")["state"] == "running"  # waits in its worker
+    time.sleep(3)  # past the launch: the task waits in the trigger's loop now
+
+    cluster.api(
+        "POST",
+        f"/dags/{dag_id}/clearTaskInstances",
+        {"dry_run": False, "dag_run_id": run_id, "task_ids": ["job"], "only_failed": False},
+    )
+    second = cluster.wait_for(lambda: launches(log)[1:], 180, "the cleared task launched its job again")[0]
+    assert second["token"] != first["token"]
+    assert not _process_alive(first["pid"]), "the cleared try's driver still runs beside the new one"
+    release.touch()
+    cluster.wait_for_task(dag_id, run_id, "job", {"success"}, timeout=180)
+    assert [entry["token"] for entry in launches(log)] == [first["token"], second["token"]]
+    assert cluster.xcom(dag_id, run_id, "job")["token"] == second["token"]
+    folder = cluster.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / "task_id=job"
+    text = "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
+    assert "zeta.deploy.new_incarnation" in text, text[-3000:]
+
+
 def test_a_state_root_the_observer_cannot_see_fails_naming_it_and_launches_nothing(fake_driver_cluster, tmp_path):
     """Issue 13, item 1 on one host: the deferred task's observer finds neither the ledger nor the
     intent file the launching try wrote (what a triggerer or worker on another host sees when

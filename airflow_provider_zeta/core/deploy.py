@@ -151,9 +151,11 @@ class DeployObservation:
         wrote belongs to this try's incarnation. When either ``max_tries`` is unknown (a record
         of an older version), the run-level signals decide, as before.
 
-        Not detectable: a clear of this task while it is RUNNING (Airflow sets it RESTARTING and
-        keeps ``max_tries``) is indistinguishable from a retry; such a try re-attaches to, or
-        reuses, the driver of its earlier try (docs/operators/zeta_spark_job.md, limitations).
+        A clear of this task while it is RUNNING is seen too: Airflow sets it RESTARTING, and when
+        the executor reports the killed try the scheduler raises ``max_tries`` as for any clear.
+        Not detectable: such a try that its executor never reports (its worker died with it), which
+        the scheduler's heartbeat timeout retries without raising ``max_tries``; the next try then
+        re-attaches to, or reuses, the earlier driver (docs/operators/zeta_spark_job.md).
         """
         record = self.record
         assert isinstance(record, AttemptRecord)
@@ -625,8 +627,8 @@ TASK_INSTANCE_GONE = "task-instance-gone"
 
 #: Task states that a user's action (or Airflow giving up on the task for good) leaves on a task
 #: whose try still runs: marked failed, success or skipped, or removed from its DAG. Not
-#: "restarting" (cleared while running): the next try is then a retry of the same incarnation,
-#: which re-attaches to the driver (README, limitations).
+#: "restarting" (cleared while running): the next try sees the clear, fences the driver and
+#: waits until it has stopped before it launches anew (``new_incarnation``).
 ENDED_BY_USER_ACTION = frozenset({"failed", "success", "skipped", "removed"})
 
 
@@ -637,7 +639,8 @@ def cancel_on_worker_kill(task_state: str | None) -> bool:
     success — the driver must not outlive the task then — and when its worker shuts down, when it
     was cleared while running, or when Airflow gave it up as a zombie that will be retried (state
     ``running``, ``restarting``, ``up_for_retry``, or reset to none): then the next try must find the
-    driver and re-attach to it, and a cancel would make it run the job again. So only a state after
+    driver and re-attach to it, and a cancel would make it run the job again (after a clear the
+    next try fences the driver itself, before it launches anew). So only a state after
     which no try of this incarnation follows stops it; an unreadable state (``None``) keeps it, as
     in ``cancel_on_trigger_kill``.
     """
