@@ -40,7 +40,6 @@ from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
 DAGS = PROJECT_ROOT / "tests" / "dags_monitor"
 PIPELINE, OTHER, STREAMING, SECRETS = "monitor_pipeline", "monitor_other", "monitor_streaming", "monitor_secrets"
 SECRET = "hunter2-zeta-secret"
-ENV_SECRET = "zeta-env-token-7f3a9c"  # as in tests/dags_monitor/monitor_secrets.py (not imported: no Airflow here)
 PASSWORDS = {"alice": "alice-pw-1", "carol": "carol-pw-1", "dave": "dave-pw-1"}
 HISTORY_SERVER = "http://history.example:18080"
 ALLOWED_UI_HOST = "allowed.example"
@@ -428,15 +427,14 @@ def test_driver_output_reaches_the_task_log_masked_and_the_plugin_leaks_nothing(
     stored = task_log_text(cluster, SECRETS, run_id, "leaky")  # the log files Airflow wrote
     (driver_log,) = [p.read_text() for p in (cluster.home / "zeta-state").rglob("driver.log") if f"/{SECRETS}/" in str(p)]
     # The oracle: the job did print every secret, the bare password included, into its raw output.
-    assert SECRET in driver_log and ENV_SECRET in driver_log and all(secret in driver_log for secret in form_secrets)
+    assert SECRET in driver_log and all(secret in driver_log for secret in form_secrets)
     assert "[driver] leaky job: done" in served and "[driver] leaky job: done" in stored  # drained at the end
     for text in (streamed, served, stored):
         assert "[driver] leaky job: start" in text
         assert "[driver] mysql -u root -p *** -h db" in text  # a form line, masked, its context kept
         # The bare password: no pattern can know it; Airflow's masker replaced it by value.
         assert "leaky job: the next line is a bare connection password" in text and "[driver] ***" in text
-        assert "leaky job: the next line is a bare value of the task's env_vars" in text
-        for secret in (SECRET, ENV_SECRET, *form_secrets):
+        for secret in (SECRET, *form_secrets):
             assert secret not in text, secret
 
     # A job-written ledger (the job can write its attempt directory): markup, every leaking form in

@@ -677,7 +677,7 @@ class ZetaSparkJobOperator(BaseOperator):
             seen=seen.to_value() if seen is not None and seen.token == decision.token else None,
             wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
             intent_expected=record.intent_on_storage and record.token == decision.token,
-            driver_output=driver_output_kwargs(self.conn_id, self.env_vars, self.conf),  # h15: output in the task log
+            driver_output=driver_output_kwargs(self.conn_id, self.env_vars),  # h15: output in the task log
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
         )

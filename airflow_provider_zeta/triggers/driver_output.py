@@ -13,11 +13,7 @@ How it works
       can reach — the operator's Spark connection and each ``AIRFLOW_CONN_*`` in the driver's
       environment (``connections_visible_to_driver``) — through the Task SDK, which registers their
       passwords and extras, and the extras' values whose keys ``[core] sensitive_var_conn_names``
-      names, with Airflow's masker. The values of the operator's ``env_vars`` and Spark ``conf``
-      whose names Airflow's masker treats as sensitive (or that the worker's masker already knew)
-      travel in the trigger's kwargs (``secrets``; Airflow stores trigger kwargs encrypted with
-      its Fernet key, as it stores connections) and are registered in the triggerer too: the
-      driver sees them, the triggerer would not know them otherwise. Each line is also passed through ``core.redaction.redact``
+      names, with Airflow's masker. Each line is also passed through ``core.redaction.redact``
       (credentials that look like credentials, e.g. a key the job made up), so what reaches the log
       is masked twice: by value (Airflow) and by form (the provider).
     * **Bounded.** One poll reads at most ``max_bytes`` (64 KiB) and logs only complete lines; a
@@ -100,7 +96,6 @@ class DriverOutput:
         attempt_dir: str,
         offset: int = 0,
         conn_ids: Iterable[str] = (),
-        secrets: Iterable[str] = (),
         max_bytes: int = MAX_BYTES_PER_POLL,
         max_line: int = MAX_LINE,
     ) -> None:
@@ -108,7 +103,6 @@ class DriverOutput:
         self.attempt_dir = attempt_dir
         self.offset = max(0, int(offset))
         self.conn_ids = list(conn_ids)
-        self.secrets = list(secrets)
         self.max_bytes = max_bytes
         self.max_line = max_line
         self._attempt = None
@@ -124,25 +118,14 @@ class DriverOutput:
     def from_kwargs(cls, state_root: str, attempt_dir: str, kwargs: Mapping[str, Any] | None) -> DriverOutput | None:
         if not kwargs:
             return None
-        return cls(
-            state_root,
-            attempt_dir,
-            int(kwargs.get("offset") or 0),
-            kwargs.get("conn_ids") or (),
-            kwargs.get("secrets") or (),
-        )
+        return cls(state_root, attempt_dir, int(kwargs.get("offset") or 0), kwargs.get("conn_ids") or ())
 
     def to_kwargs(self) -> dict[str, Any]:
-        return {"offset": self.offset, "conn_ids": list(self.conn_ids), "secrets": list(self.secrets)}
+        return {"offset": self.offset, "conn_ids": list(self.conn_ids)}
 
     async def register_secrets(self, log) -> None:
-        """Let Airflow's masker know the secrets of every connection the driver can reach, and the
-        sensitive values the task handed over from its ``env_vars`` and ``conf``."""
+        """Let Airflow's masker know the secrets of every connection the driver can reach."""
         from airflow.sdk import BaseHook
-        from airflow.sdk.log import amask_secret
-
-        for value in self.secrets:
-            await amask_secret(value)
 
         for conn_id in self.conn_ids:
             try:
@@ -243,28 +226,7 @@ def log_lines(log, token: str, lines: Iterable[str]) -> None:
         log.info("%s%s", LINE_PREFIX, line)
 
 
-def sensitive_values(*settings: Mapping[str, Any] | None) -> list[str]:
-    """The string values of ``settings`` (the operator's ``env_vars``, its Spark ``conf``) that
-    Airflow's masker hides in the worker: under a sensitive name (``[core]
-    sensitive_var_conn_names`` and Airflow's defaults, e.g. ``*_TOKEN``, ``*.secret.key``), or
-    already registered as a secret there."""
-    from airflow.sdk.log import redact
-
-    found: set[str] = set()
-    for mapping in settings:
-        for name, value in (mapping or {}).items():
-            if isinstance(value, str) and value and redact(value, str(name)) != value:
-                found.add(value)
-    return sorted(found)
-
-
-def driver_output_kwargs(
-    conn_id: str | None, env_vars: Mapping[str, str] | None, conf: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+def driver_output_kwargs(conn_id: str | None, env_vars: Mapping[str, str] | None) -> dict[str, Any]:
     """The ``driver_output`` kwargs of a new ``ZetaDriverTrigger`` (the operator's call site)."""
     environment = {**os.environ, **(env_vars or {})}
-    return {
-        "offset": 0,
-        "conn_ids": connections_visible_to_driver(conn_id, environment),
-        "secrets": sensitive_values(env_vars, conf),
-    }
+    return {"offset": 0, "conn_ids": connections_visible_to_driver(conn_id, environment)}

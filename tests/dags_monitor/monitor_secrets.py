@@ -10,8 +10,6 @@ from airflow.sdk import DAG
 
 from airflow_provider_zeta import ZetaSparkJobOperator
 
-ENV_SECRET = "zeta-env-token-7f3a9c"  # tests/test_monitoring.py checks it is never shown
-
 with DAG(
     dag_id="monitor_secrets",
     schedule=None,
@@ -23,6 +21,4 @@ with DAG(
         task_id="leaky",
         application=str(Path(__file__).resolve().parent / "jobs" / "leaky_job.py"),
         job_params={"lines_file": "{{ dag_run.conf['lines_file'] }}", "release_file": "{{ dag_run.conf['release_file'] }}"},
-        # Only the worker knows this one: the trigger must be handed it to mask the job's print.
-        env_vars={"LEAKY_API_TOKEN": ENV_SECRET},
     )

@@ -162,38 +162,3 @@ def test_a_private_key_block_over_several_lines_and_polls_is_masked(state):
     shown = "\n".join(first + second)
     assert "SECRET1" not in shown and "SECRET2" not in shown, shown
     assert "key follows" in shown and "after the key" in shown and "-----END PRIVATE KEY-----" in shown
-
-
-def test_sensitive_values_of_env_vars_and_conf_are_handed_to_the_trigger(monkeypatch):
-    """The driver sees the operator's ``env_vars`` and Spark ``conf``; the triggerer would not know
-    their secrets. Those under a name Airflow's masker treats as sensitive travel in the kwargs."""
-    from airflow_provider_zeta.triggers.driver_output import driver_output_kwargs, sensitive_values
-
-    env_vars = {"LEAKY_API_TOKEN": "env-token-7f3a9c", "REGION": "eu-west-1", "DB_PASSWORD": "pw-env-2"}
-    conf = {"spark.hadoop.fs.s3a.secret.key": "conf-secret-51b2", "spark.executor.memory": "2g", "spark.x": 3}
-    assert sensitive_values(env_vars, conf) == ["conf-secret-51b2", "env-token-7f3a9c", "pw-env-2"]
-    assert sensitive_values(None, {}) == []
-    kwargs = driver_output_kwargs("spark_default", env_vars, conf)
-    assert kwargs["secrets"] == ["conf-secret-51b2", "env-token-7f3a9c", "pw-env-2"]
-    assert "spark_default" in kwargs["conn_ids"]
-
-
-def test_the_trigger_registers_the_handed_secrets_with_the_masker_before_the_first_line(state):
-    """A bare ``print(os.environ["LEAKY_API_TOKEN"])``: masked by value once registered."""
-    import asyncio
-
-    from airflow.sdk._shared.secrets_masker import _secrets_masker
-
-    secret = "env-token-only-the-worker-knew-4d1e"
-    output = DriverOutput.from_kwargs(str(state), ATTEMPT, {"offset": 0, "conn_ids": [], "secrets": [secret]})
-    assert output is not None and output.to_kwargs()["secrets"] == [secret]
-    write(state, f"token is {secret}\n".encode())
-    (line,) = output.poll()
-    assert secret in _secrets_masker().redact(line), "not yet registered: the test could not fail"
-
-    class Log:
-        def info(self, *args):
-            pass
-
-    asyncio.run(output.register_secrets(Log()))
-    assert secret not in _secrets_masker().redact(line)

@@ -2,8 +2,7 @@
 
 The lines come from a JSON file the test writes (``lines_file``: the rows of
 ``tests/unit/test_redaction.py``); then the bare password of the ``zeta_secret`` connection on a line
-of its own (only Airflow's value masker can catch that one), and likewise the bare value of the
-operator's ``env_vars`` entry ``LEAKY_API_TOKEN``. It keeps running, checkpointing, until
+of its own (only Airflow's value masker can catch that one). It keeps running, checkpointing, until
 ``release_file`` exists, so the trigger streams its output while it runs.
 """
 
@@ -23,8 +22,6 @@ for line in lines:
 password = json.loads(os.environ["AIRFLOW_CONN_ZETA_SECRET"])["password"]
 print("leaky job: the next line is a bare connection password", flush=True)
 print(password, flush=True)
-print("leaky job: the next line is a bare value of the task's env_vars", flush=True)
-print(os.environ["LEAKY_API_TOKEN"], flush=True)
 print("leaky job: printed everything", flush=True)
 while not os.path.exists(params["release_file"]):
     time.sleep(0.5)
