@@ -154,8 +154,9 @@ class DeployObservation:
         A clear of this task while it is RUNNING is seen too: Airflow sets it RESTARTING, and when
         the executor reports the killed try the scheduler raises ``max_tries`` as for any clear.
         Not detectable: such a try that its executor never reports (its worker died with it), which
-        the scheduler's heartbeat timeout retries without raising ``max_tries``; the next try then
-        re-attaches to, or reuses, the earlier driver (docs/operators/zeta_spark_job.md).
+        the scheduler's heartbeat timeout retries without raising ``max_tries`` (or fails, with no
+        retries left); the next try then re-attaches to, or reuses, the earlier driver
+        (docs/operators/zeta_spark_job.md).
         """
         record = self.record
         assert isinstance(record, AttemptRecord)

@@ -747,6 +747,8 @@ class AirflowCluster:
     def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict:
         """Wait until the dag-processor has parsed ``dag_id``; fail fast on its import error."""
 
+        last_answer: list[Any] = [None]
+
         def parsed():
             errors = self.import_errors()
             if errors:
@@ -754,10 +756,13 @@ class AirflowCluster:
             # 404 (a JSON body with "detail") until the dag-processor has parsed the DAG's file: it
             # parses one file at a time, so on a fresh database one DAG can be there seconds
             # before another (CI failed two cleanup tests on the first 404 of zeta_cleanup).
-            dag = self.api("GET", f"/dags/{dag_id}", expect=(200, 404))
+            dag = last_answer[0] = self.api("GET", f"/dags/{dag_id}", expect=(200, 404))
             return dag if dag and dag.get("dag_id") == dag_id else None
 
-        return self.wait_for(parsed, timeout, f"DAG {dag_id} parsed")
+        try:
+            return self.wait_for(parsed, timeout, f"DAG {dag_id} parsed")
+        except ClusterError as error:
+            raise ClusterError(f"{error}; the API's last answer: {last_answer[0]}") from None
 
     def import_errors(self) -> list[dict]:
         return self.api("GET", "/importErrors?limit=100")["import_errors"]

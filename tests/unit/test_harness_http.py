@@ -9,6 +9,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -18,9 +19,9 @@ LOCKED = {"detail": {"reason": "Unknown error", "orig_error": "database is locke
 OTHER = {"detail": {"reason": "Unknown error", "orig_error": "no such table: dag_run", "message": "..."}}
 
 
-def serve(answers: list[tuple[int, dict]], delay_s: float = 0.0):
-    """A local server answering POSTs with ``answers`` in order, the first after ``delay_s``;
-    returns (server, received bodies)."""
+def serve(answers: list[tuple[int, dict]], delay_s: float = 0.0, get: Callable[[str], tuple[int, dict]] | None = None):
+    """A local server answering POSTs with ``answers`` in order, the first after ``delay_s``, and
+    GETs with ``get(path)``; returns (server, received bodies)."""
     received: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
@@ -28,7 +29,13 @@ def serve(answers: list[tuple[int, dict]], delay_s: float = 0.0):
             received.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             if len(received) == 1:
                 time.sleep(delay_s)
-            status, body = answers.pop(0)
+            self._answer(*answers.pop(0))
+
+        def do_GET(self):  # noqa: N802
+            assert get is not None
+            self._answer(*get(self.path))
+
+        def _answer(self, status: int, body: dict) -> None:
             payload = json.dumps(body).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -94,30 +101,33 @@ def test_waiting_for_a_dag_waits_through_its_404_until_it_is_parsed(cluster):
     and failed two cleanup tests instead of waiting."""
     asked: list[str] = []
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            asked.append(self.path)
-            if self.path.startswith("/api/v2/importErrors"):
-                status, body = 200, {"import_errors": [], "total_entries": 0}
-            elif sum(path == "/api/v2/dags/zeta_cleanup" for path in asked) < 3:
-                status, body = 404, {"detail": "The Dag with dag_id: `zeta_cleanup` was not found"}
-            else:
-                status, body = 200, {"dag_id": "zeta_cleanup", "is_paused": False}
-            payload = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def answer(path: str) -> tuple[int, dict]:
+        asked.append(path)
+        if path.startswith("/api/v2/importErrors"):
+            return 200, {"import_errors": [], "total_entries": 0}
+        if asked.count("/api/v2/dags/zeta_cleanup") < 3:
+            return 404, {"detail": "The Dag with dag_id: `zeta_cleanup` was not found"}
+        return 200, {"dag_id": "zeta_cleanup", "is_paused": False}
 
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server, _ = serve([], get=answer)
     try:
         cluster.api_url = f"http://127.0.0.1:{server.server_address[1]}"
         assert cluster.wait_for_dag("zeta_cleanup", timeout=30)["dag_id"] == "zeta_cleanup"
         assert asked.count("/api/v2/dags/zeta_cleanup") == 3
+    finally:
+        server.shutdown()
+
+
+def test_a_dag_that_never_appears_times_out_naming_the_apis_last_answer(cluster):
+    def answer(path: str) -> tuple[int, dict]:
+        if path.startswith("/api/v2/importErrors"):
+            return 200, {"import_errors": [], "total_entries": 0}
+        return 404, {"detail": "The Dag with dag_id: `no_such_dag` was not found"}
+
+    server, _ = serve([], get=answer)
+    try:
+        cluster.api_url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(ClusterError, match="last answer.*no_such_dag` was not found"):
+            cluster.wait_for_dag("no_such_dag", timeout=2)
     finally:
         server.shutdown()
