@@ -60,8 +60,9 @@ CONFIG_OPTIONS: dict[str, dict[str, str]] = {
     },
     "poll_interval": {
         "description": (
-            "Seconds between two reads of a ledger or of ready-to-close progress by the provider's "
-            "triggers. Each trigger backs off up to this value. Seconds (10) or H:MM:SS.\n"
+            "Longest time in seconds between two full reads of a ledger or of ready-to-close progress "
+            "by the provider's triggers (each backs off up to this value). On a local state root they "
+            "also stat the ledger files every 0.5 s and read at once on a change. Seconds (10) or H:MM:SS.\n"
         ),
         "type": "string",
         "example": "10",

@@ -17,7 +17,10 @@ How it works
       names, to verify it (``core.ready.attempt_problem``). It remembers the reports it read, so a
       poll costs one task-state call plus one XCom and one ledger read per source that finished
       since the previous poll; a source seen in any other state is forgotten (a rerun wipes its
-      XComs).
+      XComs). ``ended_drivers`` is its cheap look: which drivers of the sources not yet reported
+      have a terminal ledger (a directory listing and a stat per attempt, a ledger read only when
+      its file changed; local state roots only), so the trigger calls the API soon after a driver
+      ends instead of on a blind backoff (``core.pacing``).
     - ``JobWatch`` (checkpoint freshness, G7) reads what ``core.freshness.judge_freshness`` needs for
       one job: the deploy task's state, then every attempt's ledger (``read_attempt_ledgers``), in
       that order, so a job that ends between the two reads is judged by its ledger, never as stale.
@@ -35,6 +38,7 @@ What it does not do
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Mapping
 
@@ -43,7 +47,7 @@ from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
 from airflow_provider_zeta.core.ready import Evaluation, attempt_problem, evaluate, parse_report
 from airflow_provider_zeta.settings import open_state_storage
-from airflow_provider_zeta.storage import StateStorage
+from airflow_provider_zeta.storage import StateStorage, stat_signature
 
 #: The report fields the ready set carries: all a sensor hands its trigger of a verified report.
 REPORT_FIELDS = ("source", "task_id", "incarnation", "token", "output_path", "rows")
@@ -89,6 +93,7 @@ class RunObserver:
         self._reports: dict[str, Any] = dict(verified or {})  # task id -> raw report, for sources seen in success
         self._unverified: dict[str, str] = {}
         self._storage: StateStorage | None = None
+        self._ledger_ends: dict[str, tuple[Any, bool]] = {}  # ledger path -> (stat signature, terminal?)
 
     def verified_reports(self, limit: int = 0) -> dict[str, Any]:
         """Task id -> report of sources read and verified so far, for the trigger's kwargs.
@@ -120,6 +125,43 @@ class RunObserver:
         except CorruptState as error:
             ledger = error
         return attempt_problem(report, ledger)
+
+    def ended_drivers(self) -> frozenset[tuple[str, str]] | None:
+        """(task id, token) of every terminal ledger of the sources not yet seen reported; ``None``
+        when the state root is not local (a listing per source would be an HTTP request each)."""
+        if self._storage is None:
+            self._storage = open_state_storage(self.state_root)
+        if not self._storage.is_local:
+            return None
+        ended: set[tuple[str, str]] = set()
+        for source, task_id in self.expected.items():
+            if task_id in self._reports and source not in self._unverified:
+                continue
+            base = self._storage.local_path(task_attempts_dir(self.dag_id, self.run_id, task_id, -1))
+            assert base is not None
+            try:
+                tokens = os.listdir(base)
+            except OSError:
+                continue  # not launched yet
+            for token in tokens:
+                path = os.path.join(base, token, LEDGER_FILE)
+                signature = stat_signature(path)
+                known = self._ledger_ends.get(path)
+                if known is None or known[0] != signature:
+                    known = (signature, self._ledger_terminal(path, token))
+                    self._ledger_ends[path] = known
+                if known[1]:
+                    ended.add((task_id, token))
+        return frozenset(ended)
+
+    @staticmethod
+    def _ledger_terminal(path: str, token: str) -> bool:
+        try:
+            with open(path, "rb") as handle:
+                ledger = parse_ledger(handle.read(), token, path)
+        except (OSError, CorruptState):
+            return False  # the full look reads it again and says what is wrong
+        return ledger is not None and ledger.status.terminal
 
     def observe(self, incarnation: int, deadline: float) -> Evaluation:
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance

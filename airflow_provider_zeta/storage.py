@@ -18,6 +18,23 @@ import posixpath
 import secrets
 from typing import Any
 
+#: ``stat_signature`` of a file that does not exist.
+ABSENT = "absent"
+
+
+def stat_signature(path: str) -> Any:
+    """A cheap signature of a local file that changes whenever the file is rewritten:
+    ``(st_ino, st_size, st_mtime_ns)``, ``ABSENT``, or ``("error", errno)`` when it cannot be
+    stat'ed (the reader that follows then says what is wrong)."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return ABSENT
+    except OSError as error:
+        return ("error", error.errno)
+    return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+
+
 class StateStorage:
     """A root directory on some filesystem, addressed by relative POSIX paths."""
 

@@ -13,6 +13,10 @@ import time
 #: retry. A Spark job never finishes this fast anyway.
 MIN_DEFERRAL_SECONDS = 12.0
 
+#: How often a trigger takes the cheap signature of what it waits on (a ledger file's stat; which
+#: drivers' ledgers are terminal) to notice a change without reading it (``core.pacing``).
+LEDGER_WATCH_TICK = 0.5
+
 
 def not_before() -> float:
     """The absolute time before which a trigger created now may not fire."""

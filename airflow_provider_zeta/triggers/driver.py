@@ -4,10 +4,13 @@ Purpose
     Keep a deploy task deferred while its detached Spark driver runs, without a worker slot.
 
 How it works
-    Polls the attempt's ledger (in a thread, so the event loop never blocks on storage) with a
-    backoff from 1 s up to ``poll_interval``. ``core.ledger.classify_ledger`` turns the ledger into
-    running / succeeded / failed / cancelled / lost / missing, and ``core.deploy.trigger_should_fire``
-    decides whether to wake the task; the task then decides what to do with ``core.deploy.decide``.
+    Reads the attempt's ledger (in a thread, so the event loop never blocks on storage) whenever
+    the ledger file changed — its stat is taken every ``LEDGER_WATCH_TICK`` (0.5 s) in one thread
+    hop shared by every trigger of the triggerer (``triggers.file_watch``), so a finished driver is
+    noticed within about a tick — and otherwise on a backoff from 1 s up to ``poll_interval``
+    (``core.pacing``); on an object store the backoff alone paces the reads.
+    ``core.ledger.classify_ledger`` turns the ledger into running / succeeded / failed / cancelled
+    / lost / missing, and ``core.deploy.trigger_should_fire`` decides whether to wake the task; the task then decides what to do with ``core.deploy.decide``.
     Everything it needs is in its kwargs: ``missing_deadline`` (absolute), and the heartbeat
     observation ``seen`` the task handed over (the mark and how long it had been seen unchanged, a
     duration). A triggerer restart re-creates the trigger from them: the silence it had measured
@@ -51,10 +54,12 @@ from airflow_provider_zeta.core.ledger import (
     observe_heartbeat,
     parse_ledger,
 )
+from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
-from airflow_provider_zeta.triggers import sleep_until
+from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until
+from airflow_provider_zeta.triggers.file_watch import stat_batch
 
 
 class ZetaDriverTrigger(BaseTrigger):
@@ -157,8 +162,21 @@ class ZetaDriverTrigger(BaseTrigger):
             detail = f"{detail}; job_timeout reached".lstrip("; ")
         return view, detail, fire, silent
 
+    def _ledger_path(self) -> str | None:
+        """The ledger's OS path when the state root is local (NFS included), else None."""
+        try:
+            return open_state_storage(self.state_root).child(self.attempt_dir).local_path(LEDGER_FILE)
+        except Exception:  # storage unreachable for a moment: pace by the backoff alone
+            return None
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        delay = 1.0
+        # A full look (ledger read, process check) on every change of the ledger file, seen by its
+        # stat every LEDGER_WATCH_TICK, and otherwise on a backoff up to poll_interval (core.pacing).
+        ledger_path = await asyncio.to_thread(self._ledger_path)
+        watch = stat_batch(LEDGER_WATCH_TICK) if ledger_path else None
+        pacer = Pacer(
+            tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=self.poll_interval
+        )
         # --- h15: driver output (all logic in triggers/driver_output.py) ---
         from airflow_provider_zeta.triggers.driver_output import DriverOutput, log_lines
 
@@ -166,7 +184,15 @@ class ZetaDriverTrigger(BaseTrigger):
         if output is not None:
             await output.register_secrets(self.log)
         # --- end h15 ---
+        signature = None
         while True:
+            if watch is not None and ledger_path is not None:
+                try:
+                    signature = await watch.signature(ledger_path)
+                except Exception:  # no signature this tick: the backoff still paces full looks
+                    signature = None
+                if not pacer.full_look_due(time.time(), signature):
+                    continue
             try:
                 view, detail, fire, _ = await asyncio.to_thread(self._look)
             except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
@@ -186,8 +212,10 @@ class ZetaDriverTrigger(BaseTrigger):
                     event["driver_output_offset"] = output.offset
                 yield TriggerEvent(event)
                 return
-            await asyncio.sleep(delay)
-            delay = min(self.poll_interval, delay * 2)
+            now = time.time()
+            pacer.looked(now, signature)
+            if watch is None:
+                await asyncio.sleep(pacer.sleep_for(now, has_signature=False))
 
     def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:
         """What wakes the task: the view, and the silence measured here, re-based to this moment."""

@@ -1,7 +1,10 @@
 """ReadyToCloseTrigger: the ready-to-close wait, in the triggerer (G2).
 
 Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
-``core.ready.evaluate``) with a backoff from 1 s up to ``poll_interval``. Its kwargs hold the
+``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
+every ``LEDGER_WATCH_TICK``, changed; the API is then asked again after 0.5 s, 1 s, 2 s, ... while
+the deploy task that reports it ends — and otherwise on a backoff from 1 s up to ``poll_interval``
+(``core.pacing``). Its kwargs hold the
 absolute ``deadline`` and the reports the sensor already verified (``verified``), so neither a poll
 nor a triggerer restart reads those again; a poll costs one task-state call plus one XCom and one
 ledger read per source that finished since the previous poll. It logs only what changed
@@ -17,12 +20,14 @@ it. (Ending the task from here with ``TaskSuccessEvent(xcoms=...)`` would save t
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, AsyncIterator
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.ready import Verdict
-from airflow_provider_zeta.triggers import sleep_until
+from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until
 
 
 class ReadyToCloseTrigger(BaseTrigger):
@@ -76,9 +81,21 @@ class ReadyToCloseTrigger(BaseTrigger):
 
         observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root, verified=self.verified)
         observe = sync_to_async(observer.observe)
-        delay = 1.0
+        pacer = Pacer(tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5)
+        watching = True  # False once the state root shows itself not local: the backoff alone paces
+        signature = None
         previous = None
         while True:
+            if watching:
+                try:
+                    signature = await asyncio.to_thread(observer.ended_drivers)
+                except Exception:  # no cheap look this tick: the backoff still paces the API calls
+                    signature = None
+                else:
+                    watching = signature is not None
+                if watching and not pacer.full_look_due(time.time(), signature):
+                    await asyncio.sleep(LEDGER_WATCH_TICK)
+                    continue
             evaluation = await observe(self.incarnation, self.deadline)
             change = evaluation.progress_from(previous)
             if change is not None:
@@ -99,5 +116,6 @@ class ReadyToCloseTrigger(BaseTrigger):
                 await sleep_until(self.not_before)
                 yield TriggerEvent({"verdict": evaluation.verdict.value, "message": evaluation.message})
                 return
-            await asyncio.sleep(delay)
-            delay = min(self.poll_interval, delay * 2)
+            now = time.time()
+            pacer.looked(now, signature)
+            await asyncio.sleep(pacer.sleep_for(now, has_signature=watching))

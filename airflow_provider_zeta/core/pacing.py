@@ -1,0 +1,75 @@
+"""When a waiting trigger looks again: cheap looks every tick, full looks on change (issue 16).
+
+Theory of operation
+    A trigger's *full look* is costly: the driver trigger reads and parses a ledger and checks a
+    process; the ready-to-close trigger calls Airflow's API. Polling those every second at 500
+    waits would cost the triggerer far more CPU than waiting does today, so they were paced by a
+    backoff up to ``poll_interval`` (5 s): a finished driver was noticed 2.5 s late on average,
+    twice per pipeline (its deploy task, then ready-to-close).
+
+    What the trigger waits for shows first in a *signature* that is cheap to take: the stat of a
+    ledger file (its size and modification time), or which drivers' ledgers are terminal. The
+    trigger takes the signature every ``tick`` and makes a full look when it changed since the
+    previous full look, or when the backoff's moment has come (the backoff still bounds how long a
+    silence goes unchecked: liveness, deadlines). After a changed signature the next full look
+    comes ``after_change`` seconds later, doubling from there: the ready-to-close trigger sees a
+    ledger turn terminal a moment before the deploy task that reports it ends, so it looks again
+    soon; the driver trigger, whose ledger changes with every heartbeat, looks again only at the
+    backoff's pace (``after_change = slowest``).
+
+    Without a signature (``None``: an object store, where a stat is an HTTP request) only the
+    backoff paces the full looks, from ``first`` doubling up to ``slowest``, as before.
+
+What it does not do
+    Any I/O, or judge what it sees: the signature is compared for equality, nothing more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+_NOTHING_SEEN = object()
+
+
+@dataclass
+class Pacer:
+    """Decides, for one trigger, whether to make a full look now and how long to sleep."""
+
+    tick: float
+    first: float
+    slowest: float
+    after_change: float
+    _signature: Any = field(default=_NOTHING_SEEN, repr=False)
+    _delay: float = field(default=0.0, repr=False)
+    _next_full_at: float = field(default=float("-inf"), repr=False)
+
+    def __post_init__(self) -> None:
+        if min(self.tick, self.first, self.slowest, self.after_change) <= 0:
+            raise ValueError(f"pacing intervals must be positive: {self}")
+        self._delay = self.first / 2  # the first full look doubles it to ``first``
+
+    def full_look_due(self, now: float, signature: Any) -> bool:
+        """Whether to make a full look now, given the signature just taken (``None``: none)."""
+        changed = signature is not None and signature != self._signature
+        return changed or now >= self._next_full_at
+
+    def looked(self, now: float, signature: Any) -> None:
+        """A full look was made at ``now``; ``signature`` is the one taken just before it."""
+        changed = (
+            signature is not None
+            and self._signature is not _NOTHING_SEEN
+            and signature != self._signature
+        )
+        if changed:
+            self._delay = min(self.slowest, self.after_change)
+        else:
+            self._delay = min(self.slowest, self._delay * 2)
+        self._signature = signature
+        self._next_full_at = now + self._delay
+
+    def sleep_for(self, now: float, has_signature: bool) -> float:
+        """How long to sleep before the next look: a tick while signatures can be taken, else
+        until the next full look."""
+        until_full = max(0.0, self._next_full_at - now)
+        return min(self.tick, until_full) if has_signature else until_full
