@@ -21,6 +21,8 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
+import json
+
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Mapping
@@ -249,6 +251,13 @@ def evaluate(
 
 def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:
     """Parse the sensor's ready set (the completed point's input). Raises ``CorruptState``."""
+    if isinstance(value, str):
+        # Pushed by the ready-to-close trigger with ``TaskSuccessEvent(xcoms=...)``: Airflow 3.3.2
+        # stores such an XCom JSON-encoded once more, so it reads back as the document's JSON text.
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass  # not a document: said below
     if not isinstance(value, Mapping) or not isinstance(value.get("sources"), Mapping):
         raise CorruptState(
             f"the ready set is {type(value).__name__} without 'sources': the completed point must "

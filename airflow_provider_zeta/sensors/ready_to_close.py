@@ -177,7 +177,6 @@ class ReadyToCloseSensor(BaseOperator):
                 run_id=ti.run_id,
                 sources=self.sources,
                 verified=observer.verified_reports(limit=MAX_VERIFIED_IN_TRIGGER),
-                recorded=sorted(evaluation.ready),
                 incarnation=incarnation,
                 deadline=deadline,
                 poll_interval=duration_or_default(self.poll_interval, settings.poll_interval, f"{self.task_id}: 'poll_interval'"),

@@ -4,17 +4,18 @@ Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
 every ``LEDGER_WATCH_TICK``, changed; the API is then asked again after 0.5 s, 1 s, 2 s, ... while
 the deploy task that reports it ends — and otherwise on a backoff from 1 s up to ``poll_interval``
-(``core.pacing``). Its kwargs hold the
-absolute ``deadline`` and the reports the sensor already verified (``verified``), so neither a poll
-nor a triggerer restart reads those again; a poll costs one task-state call plus one XCom and one
-ledger read per source that finished since the previous poll. It logs only what changed
-(``Evaluation.progress_from``): the log grows with the changes, not with changes × sources.
+(``core.pacing``). Its kwargs hold the absolute ``deadline`` and the reports the sensor already
+verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
+one task-state call plus one XCom and one ledger read per source that finished since the previous
+poll. It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
+not with changes × sources.
 
-When every source is ready it wakes the sensor with the ready set in the event (and the names of
-the sources that became ready after the deferral), so the sensor's wake reads no report again; on
-any other verdict it wakes the sensor with the verdict and its message, and the sensor fails with
-it. (Ending the task from here with ``TaskSuccessEvent(xcoms=...)`` would save the wake, but Airflow
-3.3.2 stores such an XCom JSON-encoded twice: the completed point would pull a string.)
+When every source is ready it ends the sensor from here, without a worker:
+``TaskSuccessEvent(xcoms={"return_value": ready set})``. Airflow 3.3.2 stores such an XCom
+JSON-encoded once more, so the completed point reads it back as JSON text and decodes it
+(``core.ready.parse_ready_set``). On any other verdict it wakes the sensor with the verdict and its
+message: the sensor fails with it, or judges again in its worker where only the task's own context
+knows the current incarnation (``corrupt``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.ready import Verdict
@@ -55,7 +56,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         self.state_root = state_root
         self.not_before = float(not_before)
         self.verified = dict(verified or {})
-        self.recorded = sorted(recorded or ())  # sources the sensor recorded as ready before deferring
+        # Kept for the kwargs of triggers deferred by an earlier version; no longer used.
+        self.recorded = sorted(recorded or ())
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -103,14 +105,10 @@ class ReadyToCloseTrigger(BaseTrigger):
             previous = evaluation
             if evaluation.verdict is Verdict.ALL_READY:
                 await sleep_until(self.not_before)
-                yield TriggerEvent(
-                    {
-                        "verdict": evaluation.verdict.value,
-                        "message": evaluation.message,
-                        "ready_set": evaluation.ready_set(self.incarnation),
-                        "ready_since_deferral": sorted(set(evaluation.ready) - set(self.recorded)),
-                    }
-                )
+                # The sensor's work is done: end it from here, its ready set pushed as its return
+                # value, without a worker (the completed point starts one task start sooner).
+                self.log.info("zeta.ready.all_ready: %s", evaluation.message)
+                yield TaskSuccessEvent(xcoms={"return_value": evaluation.ready_set(self.incarnation)})
                 return
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)

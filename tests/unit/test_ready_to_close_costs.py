@@ -11,6 +11,7 @@ import asyncio
 from unittest import mock
 
 import pytest
+from airflow.triggers.base import TaskSuccessEvent
 
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
@@ -97,11 +98,10 @@ def test_trigger_logs_and_reads_grow_with_changes_not_with_sources(tmp_path, n):
     # missing list on every change: O(N²) (about 11 bytes x N²/2: 55 kB at 100 sources).
     assert logged < 250 * (n + 2), f"{logged} bytes logged for {n} sources"
     assert lines and max(len(line) for line in lines) < 2000
-    # All ready: the event carries the ready set, so the sensor's wake reads no report again.
-    assert len(events) == 1 and events[0].payload["verdict"] == "all_ready"
-    ready_set = events[0].payload["ready_set"]
+    # All ready: the trigger ends the sensor itself, its ready set pushed as the return value.
+    assert len(events) == 1 and isinstance(events[0], TaskSuccessEvent)
+    ready_set = events[0].xcoms["return_value"]
     assert ready_set["incarnation"] == 0 and len(ready_set["sources"]) == n
-    assert len(events[0].payload["ready_since_deferral"]) == n
 
 
 def test_reports_verified_before_deferring_are_not_read_again(tmp_path):
@@ -110,8 +110,7 @@ def test_reports_verified_before_deferring_are_not_read_again(tmp_path):
     verified = {api.expected[f"src{i:04d}"]: api.reports[api.expected[f"src{i:04d}"]] for i in range(90)}
     _, events = run_trigger(api, root, verified=verified, recorded=[f"src{i:04d}" for i in range(90)])
     assert api.calls["xcom_reads"] == 10, api.calls  # only the ten that finished after the deferral
-    assert len(events[0].payload["ready_set"]["sources"]) == 100
-    assert len(events[0].payload["ready_since_deferral"]) == 10
+    assert len(events[0].xcoms["return_value"]["sources"]) == 100
 
 
 def test_a_report_whose_ledger_is_gone_fails_the_wait_at_once(tmp_path):

@@ -15,6 +15,7 @@ import time
 from unittest import mock
 
 import pytest
+from airflow.triggers.base import TaskSuccessEvent
 
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
 from airflow_provider_zeta.core.pacing import Pacer
@@ -207,11 +208,11 @@ def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_
         finisher = asyncio.ensure_future(finish_later())
         async for event in trigger.run():
             await finisher
-            return event.payload, time.monotonic() - start
+            return event, time.monotonic() - start
 
     with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=task_states), \
          mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=report):
-        payload, ended_at = asyncio.run(asyncio.wait_for(main(), 30))
-    assert payload["verdict"] == "all_ready"
+        event, ended_at = asyncio.run(asyncio.wait_for(main(), 30))
+    assert isinstance(event, TaskSuccessEvent) and event.xcoms["return_value"]["sources"]["a"]["token"] == "tok"
     assert ended_at < 6.0, f"ended at {ended_at:.1f}s; API calls at {calls}"
     assert len(calls) <= 8, f"API calls at {calls}"
