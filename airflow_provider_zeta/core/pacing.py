@@ -11,11 +11,12 @@ Theory of operation
     ledger file (its size and modification time), or which drivers' ledgers are terminal. The
     trigger takes the signature every ``tick`` and makes a full look when it changed since the
     previous full look, or when the backoff's moment has come (the backoff still bounds how long a
-    silence goes unchecked: liveness, deadlines). After a changed signature the next full look
-    comes ``after_change`` seconds later, doubling from there: the ready-to-close trigger sees a
-    ledger turn terminal a moment before the deploy task that reports it ends, so it looks again
-    soon; the driver trigger, whose ledger changes with every heartbeat, looks again only at the
-    backoff's pace (``after_change = slowest``).
+    silence goes unchecked: liveness, deadlines). After a changed signature the full looks come
+    every ``after_change`` seconds for ``chase_for`` seconds, then back off again, doubling: the
+    ready-to-close trigger sees a ledger turn terminal a few seconds before the deploy task that
+    reports it ends (that task resumes on a worker first), so it keeps asking at a short pace
+    until then; the driver trigger, whose ledger changes with every heartbeat, looks again only at
+    the backoff's pace (``after_change = slowest``, no chase).
 
     Without a signature (``None``: an object store, where a stat is an HTTP request) only the
     backoff paces the full looks, from ``first`` doubling up to ``slowest``, as before.
@@ -40,7 +41,9 @@ class Pacer:
     first: float
     slowest: float
     after_change: float
+    chase_for: float = 0.0
     _signature: Any = field(default=_NOTHING_SEEN, repr=False)
+    _chase_until: float = field(default=float("-inf"), repr=False)
     _delay: float = field(default=0.0, repr=False)
     _next_full_at: float = field(default=float("-inf"), repr=False)
 
@@ -62,6 +65,9 @@ class Pacer:
             and signature != self._signature
         )
         if changed:
+            self._chase_until = now + self.chase_for
+            self._delay = min(self.slowest, self.after_change)
+        elif now < self._chase_until:
             self._delay = min(self.slowest, self.after_change)
         else:
             self._delay = min(self.slowest, self._delay * 2)

@@ -60,10 +60,11 @@ def test_a_heartbeat_every_5s_costs_one_full_look_per_heartbeat_for_the_driver_t
     assert len(looks) <= 60 / 5 + 3, looks  # the backoff's first looks, then one per heartbeat
 
 
-def test_after_a_change_the_ready_trigger_looks_again_soon_then_backs_off():
-    pacer = Pacer(tick=0.5, first=1.0, slowest=30.0, after_change=0.5)
-    looks = _full_looks(pacer, lambda t: "ended" if t >= 20.2 else "running", 30)
-    assert looks == [0, 1, 3, 7, 15, 20.5, 21, 22, 24, 28], looks
+def test_after_a_change_the_ready_trigger_keeps_asking_for_a_while_then_backs_off():
+    pacer = Pacer(tick=0.5, first=1.0, slowest=30.0, after_change=0.5, chase_for=10.0)
+    looks = _full_looks(pacer, lambda t: "ended" if t >= 20.2 else "running", 45)
+    chase = [20.5 + 0.5 * k for k in range(21)]  # every 0.5 s from the change seen until 10 s later
+    assert looks == [0, 1, 3, 7, 15, *chase, 31.5, 33.5, 37.5], looks
 
 
 def test_pacing_intervals_must_be_positive():
