@@ -417,3 +417,40 @@ def test_sweep_leaves_a_running_pipeline_alone(fake_driver_cluster, tmp_path):
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
     assert {e["token"] for e in launches(tmp_path / "swept.jsonl")} == set(tokens), "a job ran twice"
     assert marker(cluster, ds)["tokens"].keys() == set(SOURCES)
+
+
+def test_a_source_marked_failed_while_it_ran_runs_again_when_its_run_is_cleared_after_the_cleanup(fake_driver_cluster, tmp_path):
+    """Issue 13 ("a cleared deploy task always re-runs"). A user marks a running source failed: its
+    trigger's on_kill stops the driver, but no try of the task records that the driver ended. The
+    run fails, its cleanup deletes every attempt (ledger and intent file). A clear of the run (or a
+    reprocessing backfill) must then launch every source again and publish. Before, the marked
+    source's new try fenced the vanished attempt — its cancel marker re-created the deleted
+    directory — and then failed with ``state_root_not_shared``, and so did every later clear."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    cluster.wait_for_dag(CLEANUP_DAG)
+    state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
+    ds = "2026-04-13"  # a date of its own on the shared cluster
+    run_id, first_tokens = start_held_run(cluster, tmp_path, ds, "marked")
+    log, release = tmp_path / "marked.jsonl", tmp_path / "release-marked"
+    cluster.api("PATCH", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/counting.deploy_alpha",
+                {"new_state": "failed"})
+    for source in ("beta", "gamma"):
+        (release / source).write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=300)
+    cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 180, "incarnation 0 cleaned up")
+    assert not any(pids_carrying(token) for token in first_tokens), "the marked source's driver was stopped"
+
+    (release / "alpha").write_text("go")  # incarnation 1's drivers run through
+    cluster.clear_run(DAG_ID, run_id)
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    by_task = tokens_by_task(log)
+    assert len(by_task) == 3 and all(len(tokens) == 2 for tokens in by_task.values()), by_task
+    second = marker(cluster, ds)
+    assert second["incarnation"] == 1 and set(second["tokens"].values()) == {t[-1] for t in by_task.values()}
+    rows = published(cluster, ds)
+    for source in SOURCES:
+        assert {r["token"] for r in rows[source]} == {second["tokens"][source]}
+        assert len(rows[source]) == expected_row_count(source)
+    cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 180, "incarnation 1 cleaned up")
+    assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []

@@ -34,7 +34,11 @@ The protocol that makes the table safe:
    that sees the driver end says so in the record (``driver_ended``); once this task is cleared,
    a later incarnation launches at once (``earlier_incarnation_ended``), even when the run's
    cleanup has deleted the old attempt (ledger and intent file): that is no sign of an unshared
-   state root.
+   state root. When no try saw the driver end (the task was marked failed or success while it
+   ran, or it was lost) and its attempt is gone, a try on the launching host — which checks the
+   driver's process by pid and start time and sees the same files — takes it as cleaned up and
+   launches (``earlier_incarnation_cleaned_up``); a try on another host cannot tell that from an
+   unshared state root and fails, naming both.
 5. **Liveness by observation, never by comparing clocks.** The observer (task try or trigger)
    keeps the driver's heartbeat *mark* and how long it has seen it unchanged — a duration,
    measured on its own monotonic clock (``core.ledger.HeartbeatSeen``, persisted in task state and
@@ -322,7 +326,15 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             f"which wrote its intent file to [zeta] state_root, but this observer cannot see that file: "
             "[zeta] state_root is not shared storage between the workers, the triggerer and the drivers' "
             "hosts. Point [zeta] state_root at one shared location (NFS/HDFS path or object store URL) "
-            "on every component; launching nothing.",
+            "on every component; launching nothing."
+            + (
+                " (After a clear, this is also what an attempt looks like whose files the run's cleanup deleted "
+                "when no try saw its driver end — the task was marked failed or success while the driver ran, "
+                f"or the driver was lost: clear the task again; a try on host {_rec(o).host or '?'} can check "
+                "that the driver is gone and launches anew.)"
+                if _rec(o).phase is Phase.ABANDONED
+                else ""
+            ),
             token=_rec(o).token,
         ),
     ),
@@ -352,6 +364,28 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): attempt "
             f"{_rec(o).token} ended in its incarnation (seen by try {_rec(o).try_number}) and is not "
             "reused; launching a new one",
+        ),
+    ),
+    # -- this task was cleared since an earlier try chose the token, no try saw its driver end (the
+    #    task was marked failed or success while the driver ran, or the driver was lost), and
+    #    nothing of the attempt is left: no ledger, no intent file. Seen from the host that launched
+    #    it (its process is checked there, pid and start time, and found gone), the same files are
+    #    seen as there: the run's cleanup deleted them, having stopped the driver first. Launch
+    #    anew; a cancel marker would only recreate the deleted directory. From another host the
+    #    same sight may be an unshared state root: fenced, then state_root_not_shared.
+    Row(
+        "earlier_incarnation_cleaned_up",
+        lambda o: o.task_cleared_since_record
+        and _rec(o).intent_on_storage
+        and o.ledger is None
+        and o.intent_visible is False
+        and o.process is ProcessView.GONE,
+        lambda o: _decision(
+            Action.FRESH_LAUNCH,
+            "earlier_incarnation_cleaned_up",
+            f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): nothing is left "
+            f"of attempt {_rec(o).token} (the run's cleanup deleted it) and its driver process is gone on "
+            "this host, where it was launched; launching a new one",
         ),
     ),
     # -- this task was cleared (alone or with its run) since an earlier try chose the token: never

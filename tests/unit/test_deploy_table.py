@@ -83,6 +83,12 @@ ROWS = [
         observe(rec=record(Phase.LAUNCHED, incarnation=0, driver_ended=True), incarnation=1),
         Action.FRESH_LAUNCH,
     ),
+    (
+        "earlier_incarnation_cleaned_up",
+        observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True), incarnation=1, intent_visible=False,
+                process=ProcessView.GONE),
+        Action.FRESH_LAUNCH,
+    ),
     ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FENCE),
     ("corrupt_ledger", observe(rec=record(Phase.LAUNCHED), led=CorruptState("bad ledger")), Action.FAIL),
     ("already_succeeded", observe(rec=record(Phase.LAUNCHED), led=ledger(LedgerStatus.SUCCEEDED)), Action.REUSE_RESULT),
@@ -260,16 +266,28 @@ def test_reprocessing_a_run_whose_attempts_were_cleaned_is_not_an_unshared_state
     assert same.rule == "state_root_not_shared" and same.action is Action.FAIL
 
 
-def test_a_clear_while_the_driver_may_still_run_fences_it_and_an_unseen_intent_still_fails():
-    # No try saw the driver end: after the clear its token is fenced; if the fenced attempt's
-    # intent file is then invisible, this observer may not share the state root with the host
-    # where the driver still runs, so it fails and launches nothing rather than a second driver.
-    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True)
+def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_host_and_fails_clearly_elsewhere():
+    # No try saw the driver end (its task was marked failed while it ran), then the run's cleanup
+    # deleted its attempt. On the launching host the process check is reliable (pid and start
+    # time) and the files are the same: the new incarnation launches, writing no cancel marker.
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, host="worker-a")
+    here = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
+                          process=ProcessView.GONE))
+    assert here.rule == "earlier_incarnation_cleaned_up" and here.action is Action.FRESH_LAUNCH
+    assert here.cancel_token is None
+    # From another host (no process view) the same sight may be a state root this host does not
+    # share while the driver still runs there: fence, then fail and launch nothing — and say that a
+    # clear that lands on the launching host gets past it.
     first = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
     assert first.rule == "new_incarnation" and first.action is Action.FENCE
     fenced = rec.with_changes(phase=Phase.ABANDONED, incarnation=1, try_number=2)  # what _fence records
     second = decide(observe(rec=fenced, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
     assert second.rule == "state_root_not_shared" and second.action is Action.FAIL
+    assert "clear the task again" in second.reason and "worker-a" in second.reason
+    # A process alive on this host is never taken as cleaned up.
+    alive = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
+                           process=ProcessView.ALIVE))
+    assert alive.rule == "new_incarnation"
 
 
 def test_an_ended_driver_is_recorded_with_its_flag_and_an_old_record_reads_as_not_ended():
