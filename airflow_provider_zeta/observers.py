@@ -126,13 +126,20 @@ class RunObserver:
             ledger = error
         return attempt_problem(report, ledger)
 
-    def ended_drivers(self) -> frozenset[tuple[str, str]] | None:
-        """(task id, token) of every terminal ledger of the sources not yet seen reported; ``None``
-        when the state root is not local (a listing per source would be an HTTP request each)."""
+    def ledgers_watchable(self) -> bool:
+        """Whether ``ended_drivers`` can look: the state root is local (NFS included); on an object
+        store a listing per source would be an HTTP request each."""
         if self._storage is None:
             self._storage = open_state_storage(self.state_root)
-        if not self._storage.is_local:
+        return self._storage.is_local
+
+    def ended_drivers(self) -> frozenset[tuple[str, str]] | None:
+        """(task id, token) of every terminal ledger of the sources not yet seen reported; ``None``
+        when the state root is not local. Reads the local files directly (``os``), not through
+        fsspec: it runs every second, and only a changed ledger (its stat) is read again."""
+        if not self.ledgers_watchable():
             return None
+        assert self._storage is not None
         ended: set[tuple[str, str]] = set()
         for source, task_id in self.expected.items():
             if task_id in self._reports and source not in self._unverified:

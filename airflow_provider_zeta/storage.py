@@ -35,6 +35,43 @@ def stat_signature(path: str) -> Any:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
+#: At the top of a state root: its identity, a random id written once and never deleted.
+ROOT_ID_FILE = "zeta-root-id"
+
+
+def state_root_identity(state: StateStorage, create: bool) -> str | None:
+    """The identity of the state root ``state`` is: a random id in ``ROOT_ID_FILE`` at its top,
+    written by the first launch that finds none (``create``) and never deleted. A launch records
+    it; an observer that later finds an attempt's files gone takes that as the run's cleanup only
+    where it reads the same identity — an unmounted NFS mountpoint or another host's local
+    directory holds none, or another one. ``None`` when absent (and not created) or unreadable."""
+    raw = state.read_bytes(ROOT_ID_FILE)
+    if raw is None and create:
+        new = secrets.token_hex(12).encode()
+        if state.is_local:
+            # Create-if-absent with its content in one step: link a complete temporary file.
+            target = state.path(ROOT_ID_FILE)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            temporary = f"{target}.tmp-{secrets.token_hex(4)}"
+            with open(temporary, "wb") as handle:
+                handle.write(new)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(temporary, target)
+            except FileExistsError:
+                pass  # another launch wrote it first: read theirs
+            finally:
+                os.unlink(temporary)
+        else:
+            # No create-if-absent on an object store: two first launches may each write one; the
+            # later one stays, and records of the other never match it (the safe direction).
+            state.write_atomic(ROOT_ID_FILE, new)
+        raw = state.read_bytes(ROOT_ID_FILE)
+    identity = (raw or b"").decode("utf-8", "replace").strip()
+    return identity or None
+
+
 class StateStorage:
     """A root directory on some filesystem, addressed by relative POSIX paths."""
 

@@ -375,7 +375,7 @@ def report(rounds: list[dict], args) -> None:
     print(f"| **median** ({len(counted)} of {len(rounds) + len(void)} rounds) | **{_s(median[PROVIDER])}** | **{_s(median[BASELINE])}** | |")
     ratio = "n/a" if summary["ratio"] is None else f"{summary['ratio']:.2f}"
     print(f"| **ratio** provider / stock (target ≤ 1.10) | **{ratio}** | 1 | |")
-    most = {side: max(r["sides"][side]["most_runs_at_once"] for r in rounds) for side in SIDES}
+    most = {side: max((r["sides"][side]["most_runs_at_once"] for r in rounds), default=0) for side in SIDES}
     print(f"| most runs active at once | {most[PROVIDER]} | {most[BASELINE]} | |")
     print()
     print("Where a run's time went, median over the runs of the counted rounds (seconds):")

@@ -140,6 +140,9 @@ class DeployObservation:
     trigger_saw_nothing: bool = False
     # How the user knows the task ("dag_id.task_id"), for messages that must name it.
     task: str | None = None
+    # The identity of the state root as this observer sees it (storage.state_root_identity; read
+    # only when the record's attempt has left no file; None: not read, absent or unreadable).
+    state_root_id: str | None = None
 
     # -- derived facts the table's conditions read
     @property
@@ -369,17 +372,21 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     # -- this task was cleared since an earlier try chose the token, no try saw its driver end (the
     #    task was marked failed or success while the driver ran, or the driver was lost), and
     #    nothing of the attempt is left: no ledger, no intent file. Seen from the host that launched
-    #    it (its process is checked there, pid and start time, and found gone), the same files are
-    #    seen as there: the run's cleanup deleted them, having stopped the driver first. Launch
-    #    anew; a cancel marker would only recreate the deleted directory. From another host the
-    #    same sight may be an unshared state root: fenced, then state_root_not_shared.
+    #    it (its process is checked there, pid and start time, and found gone), on the state root
+    #    it launched to (the root's identity file reads the same: not an unmounted mountpoint),
+    #    the run's cleanup deleted the files, having stopped the driver first. Launch anew; a
+    #    cancel marker would only recreate the deleted directory. From another host, or on a root
+    #    that reads otherwise, the same sight may be an unshared state root: fenced, then
+    #    state_root_not_shared.
     Row(
         "earlier_incarnation_cleaned_up",
         lambda o: o.task_cleared_since_record
         and _rec(o).intent_on_storage
         and o.ledger is None
         and o.intent_visible is False
-        and o.process is ProcessView.GONE,
+        and o.process is ProcessView.GONE
+        and _rec(o).state_root_id is not None
+        and o.state_root_id == _rec(o).state_root_id,
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "earlier_incarnation_cleaned_up",

@@ -342,6 +342,9 @@ class AttemptRecord:
     # reported). Its files may be deleted later by the run's cleanup; a later incarnation then
     # finds neither ledger nor intent file, and that is no sign of an unshared state root.
     driver_ended: bool = False
+    # The identity of the state root the launch wrote to (storage.state_root_identity): an
+    # observer that finds the attempt gone takes that as the run's cleanup only on the same root.
+    state_root_id: str | None = None
 
     def to_value(self) -> dict[str, Any]:
         data = asdict(self)
@@ -381,6 +384,7 @@ def parse_attempt_record(value: Any, where: str) -> AttemptRecord | None:
             host_id=value.get("host_id"),
             intent_on_storage=bool(value.get("intent_on_storage", False)),
             driver_ended=bool(value.get("driver_ended", False)),
+            state_root_id=None if value.get("state_root_id") is None else str(value["state_root_id"]),
         )
     except KeyError as missing:
         raise CorruptState(f"task state {where} lacks the field {missing}; delete the key to decide afresh") from None

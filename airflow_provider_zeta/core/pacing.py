@@ -18,8 +18,11 @@ Theory of operation
     until then; the driver trigger, whose ledger changes with every heartbeat, looks again only at
     the backoff's pace (``after_change = slowest``, no chase).
 
-    Without a signature (``None``: an object store, where a stat is an HTTP request) only the
-    backoff paces the full looks, from ``first`` doubling up to ``slowest``, as before.
+    Without a signature (``None``: an object store, where a stat is an HTTP request, or a cheap
+    look that failed or timed out) only the backoff paces the full looks, from ``first`` doubling
+    up to ``slowest``, as before; a ``None`` is no change. Times are readings of a monotonic clock:
+    a wall clock stepped back would postpone the backoff's looks, the only ones that notice a
+    silent driver, a dead process or a deadline while nothing changes.
 
 What it does not do
     Any I/O, or judge what it sees: the signature is compared for equality, nothing more.
@@ -53,7 +56,8 @@ class Pacer:
         self._delay = self.first / 2  # the first full look doubles it to ``first``
 
     def full_look_due(self, now: float, signature: Any) -> bool:
-        """Whether to make a full look now, given the signature just taken (``None``: none)."""
+        """Whether to make a full look now (``now``: monotonic), given the signature just taken
+        (``None``: none)."""
         changed = signature is not None and signature != self._signature
         return changed or now >= self._next_full_at
 
@@ -71,7 +75,8 @@ class Pacer:
             self._delay = min(self.slowest, self.after_change)
         else:
             self._delay = min(self.slowest, self._delay * 2)
-        self._signature = signature
+        if signature is not None:
+            self._signature = signature
         self._next_full_at = now + self._delay
 
     def sleep_for(self, now: float, has_signature: bool) -> float:

@@ -99,7 +99,7 @@ from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_
 from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
-from airflow_provider_zeta.storage import StateStorage, register_run
+from airflow_provider_zeta.storage import StateStorage, register_run, state_root_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -370,6 +370,7 @@ class ZetaSparkJobOperator(BaseOperator):
         ledger: Ledger | CorruptState | None = None
         process = ProcessView.UNKNOWN
         intent_visible: bool | None = None
+        root_id: str | None = None
         silent = 0.0
         if isinstance(record, AttemptRecord):
             attempt = storage.child(attempt_dir(*self._key(context), record.token))
@@ -383,6 +384,8 @@ class ZetaSparkJobOperator(BaseOperator):
                 ledger = error
             if ledger is None and record.intent_on_storage:
                 intent_visible = attempt.exists(INTENT_FILE)
+                if not intent_visible and record.state_root_id is not None:
+                    root_id = state_root_identity(storage, create=False)
             if isinstance(ledger, Ledger):
                 silent = self._heartbeat_silence(store, record.token, ledger, event)
         return DeployObservation(
@@ -397,6 +400,7 @@ class ZetaSparkJobOperator(BaseOperator):
             heartbeat_unchanged_for=silent,
             intent_visible=intent_visible,
             task=self._task_label(context),
+            state_root_id=root_id,
             trigger_saw_nothing=bool(
                 event
                 and event.get("view") == LedgerView.INVISIBLE.value
@@ -606,6 +610,7 @@ class ZetaSparkJobOperator(BaseOperator):
             max_tries=_max_tries(context),
             host_id=launching_host,
             intent_on_storage=True,
+            state_root_id=state_root_identity(storage, create=True),
         )
         register_run(storage, dag_id, run_id)  # lets the sweep find this run's attempts
         # 0. the intent file on the state root, before the record that promises it: any observer

@@ -24,17 +24,22 @@ How it works
     verified travel in the trigger's kwargs (up to ``MAX_VERIFIED_IN_TRIGGER``, so the trigger row
     stays bounded; the trigger reads any others once when it starts), so it does not read them
     again; the trigger then reads only sources that finish and logs only what changed. When all are
-    ready it wakes the sensor with the ready set: the sensor checks, with one task-state call, that
-    every source is still ``success`` (else it evaluates afresh), records the sources that became
-    ready since the deferral and returns the ready set. On any other verdict the sensor fails with
-    the trigger's message without reading anything again. Every ready source is recorded in the
-    task state store (one key per source) so progress is visible.
+    ready — judged by an evaluation of that moment, so a source cleared before it does not count —
+    the trigger ends the sensor itself (``TaskSuccessEvent``) with the ready set as its return
+    value: no worker starts for the end of the wait. On any other verdict it wakes the sensor,
+    which fails with the trigger's message without reading anything again (or, for ``corrupt``,
+    judges afresh: only its own context knows the current incarnation). The sources ready at the
+    sensor's own evaluation are recorded in its task state store (one key per source).
+
+    The return value reads back as a dict when the sensor ended on a worker and as its JSON text
+    when the trigger ended it (Airflow 3.3.2 stores an XCom pushed by a trigger event JSON-encoded
+    once more); ``core.ready.parse_ready_set`` takes either.
 
 Cost
     The first evaluation of a try reads every finished source once (1 task-state call, one XCom
     and one ledger read per finished source, one task-state-store write per ready source). Each
     trigger poll: 1 task-state call plus one XCom and one ledger read per *newly* finished source.
-    The wake at the end: one task-state call, one store write per source ready since the deferral.
+    The end: one more task-state call (the final evaluation), no wake.
     See ``docs/benchmarks.md``.
 
 What it does not do
@@ -110,6 +115,8 @@ class ReadyToCloseSensor(BaseOperator):
         event = event or {}
         verdict, message = event.get("verdict"), event.get("message")
         if verdict == Verdict.ALL_READY.value and isinstance(event.get("ready_set"), Mapping):
+            # Only a trigger deferred by an earlier version wakes the sensor with "all ready"; the
+            # current one ends the sensor itself.
             return self._trigger_ready_set(context, event)
         if verdict == Verdict.CORRUPT.value:
             # The trigger judges with the incarnation it was deferred with; a source cleared since

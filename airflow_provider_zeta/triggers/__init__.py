@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, Awaitable, Callable
+
+from airflow_provider_zeta.core.pacing import Pacer
 
 #: A trigger of this provider never wakes its task sooner than this after the task deferred.
 #: Airflow 3.3 turns a wake-up that arrives before the scheduler processed the executor's
@@ -27,3 +30,24 @@ async def sleep_until(moment: float) -> None:
     delay = moment - time.time()
     if delay > 0:
         await asyncio.sleep(delay)
+
+
+async def wait_for_full_look(pacer: Pacer, cheap_look: Callable[[], Awaitable[Any]] | None) -> Any:
+    """Wait until ``pacer`` says a full look is due; return the signature taken just before it.
+
+    ``cheap_look`` waits about a tick and returns a signature (``None``: it has none this time; a
+    failure counts as ``None``). Without one, sleep until the backoff's moment. The caller makes
+    the full look, then tells the pacer: ``pacer.looked(time.monotonic(), signature)``.
+    """
+    while True:
+        signature = None
+        if cheap_look is not None:
+            try:
+                signature = await cheap_look()
+            except Exception:  # no cheap look this time: the backoff still paces the full looks
+                signature = None
+        now = time.monotonic()
+        if pacer.full_look_due(now, signature):
+            return signature
+        if cheap_look is None:
+            await asyncio.sleep(pacer.sleep_for(now, has_signature=False))

@@ -40,8 +40,9 @@ What it does not do
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -58,8 +59,8 @@ from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
-from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until
-from airflow_provider_zeta.triggers.file_watch import stat_batch
+from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until, wait_for_full_look
+from airflow_provider_zeta.triggers.file_watch import StatBatch, stat_batch
 
 
 class ZetaDriverTrigger(BaseTrigger):
@@ -173,7 +174,10 @@ class ZetaDriverTrigger(BaseTrigger):
         # A full look (ledger read, process check) on every change of the ledger file, seen by its
         # stat every LEDGER_WATCH_TICK, and otherwise on a backoff up to poll_interval (core.pacing).
         ledger_path = await asyncio.to_thread(self._ledger_path)
-        watch = stat_batch(LEDGER_WATCH_TICK) if ledger_path else None
+        cheap_look: Callable[[], Awaitable[Any]] | None = None
+        if ledger_path:
+            cheap_look = functools.partial(_ledger_signature, stat_batch(LEDGER_WATCH_TICK), ledger_path)
+
         pacer = Pacer(
             tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=self.poll_interval
         )
@@ -184,15 +188,8 @@ class ZetaDriverTrigger(BaseTrigger):
         if output is not None:
             await output.register_secrets(self.log)
         # --- end h15 ---
-        signature = None
         while True:
-            if watch is not None and ledger_path is not None:
-                try:
-                    signature = await watch.signature(ledger_path)
-                except Exception:  # no signature this tick: the backoff still paces full looks
-                    signature = None
-                if not pacer.full_look_due(time.time(), signature):
-                    continue
+            signature = await wait_for_full_look(pacer, cheap_look)
             try:
                 view, detail, fire, _ = await asyncio.to_thread(self._look)
             except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
@@ -212,10 +209,7 @@ class ZetaDriverTrigger(BaseTrigger):
                     event["driver_output_offset"] = output.offset
                 yield TriggerEvent(event)
                 return
-            now = time.time()
-            pacer.looked(now, signature)
-            if watch is None:
-                await asyncio.sleep(pacer.sleep_for(now, has_signature=False))
+            pacer.looked(time.monotonic(), signature)
 
     def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:
         """What wakes the task: the view, and the silence measured here, re-based to this moment."""
@@ -260,6 +254,15 @@ class ZetaDriverTrigger(BaseTrigger):
         # "cancelled"), then signal it. on_kill has a bounded time ([triggerer] on_kill_timeout).
         stop_token_processes(self.token, self._handle(), grace_s=5, self_exit_s=self.heartbeat_interval + 2)
         self.log.info("zeta driver %s: cancel marker written (task ended by a user action)", self.token)
+
+
+async def _ledger_signature(watch: StatBatch, path: str) -> Any:
+    """The ledger file's stat signature as of the batch's next tick; ``None`` when the stat hangs
+    (an NFS server gone): that must not hold back the backoff's looks."""
+    try:
+        return await asyncio.wait_for(watch.signature(path), 4 * LEDGER_WATCH_TICK)
+    except asyncio.TimeoutError:
+        return None
 
 
 def read_task_state(task_key: dict[str, Any] | None, log: Any, token: str) -> str | None:

@@ -5,8 +5,8 @@ Theory of operation
     every ``tick`` and reads the ledger only when it changed (``core.pacing``). A ``stat`` costs a
     few microseconds, but it must not run on the triggerer's event loop (a hung NFS mount would
     stall every trigger) and a thread hop per stat costs ~30 times the stat itself: at 500 waits
-    and two looks a second that alone would be ~10 % of a core. So the triggers of one event loop
-    share a ``StatBatch``: each asks for its path and awaits; once per tick the batch stats every
+    and two looks a second that alone would be ~10 % of a core. So the driver triggers of one event
+    loop share a ``StatBatch``: each asks for its path and awaits; once per tick the batch stats every
     path asked for since the previous tick in one thread hop and answers them all.
 
     A signature is ``storage.stat_signature``'s: atomic replaces (``os.replace``) change the

@@ -2,8 +2,8 @@
 
 Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
-every ``LEDGER_WATCH_TICK``, changed; the API is then asked every 0.5 s for 10 s, while the deploy
-task that reports it resumes and ends — and otherwise on a backoff from 1 s up to ``poll_interval``
+every ``READY_WATCH_TICK`` (1 s), shows a new terminal ledger; the API is then asked every 0.5 s
+for 10 s, while the deploy task that reports it resumes and ends — and otherwise on a backoff from 1 s up to ``poll_interval``
 (``core.pacing``). Its kwargs hold the absolute ``deadline`` and the reports the sensor already
 verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
 one task-state call plus one XCom and one ledger read per source that finished since the previous
@@ -22,13 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.ready import Verdict
-from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until
+from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
+
+#: How often the trigger lists which drivers of its unreported sources ended (a listing and a
+#: stat per source: on NFS each is a round trip, so less often than the driver trigger's stat).
+READY_WATCH_TICK = 1.0
 
 
 class ReadyToCloseTrigger(BaseTrigger):
@@ -85,37 +89,43 @@ class ReadyToCloseTrigger(BaseTrigger):
         observe = sync_to_async(observer.observe)
         # After a driver ends, its deploy task still resumes on a worker before it reports: ask
         # every 0.5 s for the next 10 s (at most 20 calls per ended driver), then back off.
-        pacer = Pacer(tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5, chase_for=10.0)
-        watching = True  # False once the state root shows itself not local: the backoff alone paces
-        signature = None
+        pacer = Pacer(tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5, chase_for=10.0)
+        ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
+
+        async def ended_drivers() -> Any:
+            await asyncio.sleep(READY_WATCH_TICK)
+            found = await asyncio.to_thread(observer.ended_drivers)
+            if found is None:
+                return None
+            ended.update(found)
+            return frozenset(ended)
+
+        cheap_look: Callable[[], Awaitable[Any]] | None = None
+        try:
+            if await asyncio.to_thread(observer.ledgers_watchable):
+                cheap_look = ended_drivers
+        except Exception:  # storage unreachable for a moment: the backoff alone paces the looks
+            self.log.exception("zeta.ready: could not open the state root; polling on the backoff")
         previous = None
         while True:
-            if watching:
-                try:
-                    signature = await asyncio.to_thread(observer.ended_drivers)
-                except Exception:  # no cheap look this tick: the backoff still paces the API calls
-                    signature = None
-                else:
-                    watching = signature is not None
-                if watching and not pacer.full_look_due(time.time(), signature):
-                    await asyncio.sleep(LEDGER_WATCH_TICK)
-                    continue
+            signature = await wait_for_full_look(pacer, cheap_look)
             evaluation = await observe(self.incarnation, self.deadline)
+            if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
+                await sleep_until(self.not_before)
+                # A source may have been cleared meanwhile (alone: its downstream not with it).
+                evaluation = await observe(self.incarnation, self.deadline)
             change = evaluation.progress_from(previous)
             if change is not None:
                 self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)
             previous = evaluation
             if evaluation.verdict is Verdict.ALL_READY:
-                await sleep_until(self.not_before)
                 # The sensor's work is done: end it from here, its ready set pushed as its return
-                # value, without a worker (the completed point starts one task start sooner).
-                self.log.info("zeta.ready.all_ready: %s", evaluation.message)
+                # value, without a worker (the completed point starts one task start sooner). The
+                # evaluation is this moment's: a source cleared before it is not counted ready.
                 yield TaskSuccessEvent(xcoms={"return_value": evaluation.ready_set(self.incarnation)})
                 return
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)
                 yield TriggerEvent({"verdict": evaluation.verdict.value, "message": evaluation.message})
                 return
-            now = time.time()
-            pacer.looked(now, signature)
-            await asyncio.sleep(pacer.sleep_for(now, has_signature=watching))
+            pacer.looked(time.monotonic(), signature)

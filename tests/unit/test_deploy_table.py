@@ -54,12 +54,12 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
 
 def observe(
     rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
-    unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING,
+    unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING, state_root_id=None,
 ) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
         timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
-        trigger_saw_nothing=trigger_saw_nothing,
+        trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id,
     )
 
 
@@ -85,8 +85,8 @@ ROWS = [
     ),
     (
         "earlier_incarnation_cleaned_up",
-        observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True), incarnation=1, intent_visible=False,
-                process=ProcessView.GONE),
+        observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True, state_root_id="root-1"), incarnation=1,
+                intent_visible=False, process=ProcessView.GONE, state_root_id="root-1"),
         Action.FRESH_LAUNCH,
     ),
     ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FENCE),
@@ -270,11 +270,19 @@ def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_
     # No try saw the driver end (its task was marked failed while it ran), then the run's cleanup
     # deleted its attempt. On the launching host the process check is reliable (pid and start
     # time) and the files are the same: the new incarnation launches, writing no cancel marker.
-    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, host="worker-a")
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, host="worker-a",
+                 state_root_id="root-1")
     here = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
-                          process=ProcessView.GONE))
+                          process=ProcessView.GONE, state_root_id="root-1"))
     assert here.rule == "earlier_incarnation_cleaned_up" and here.action is Action.FRESH_LAUNCH
     assert here.cancel_token is None
+    # The same host but another root behind the path (an NFS mountpoint left unmounted: no
+    # identity file, or another one), or a record of a version that did not note the root: no
+    # positive evidence of a cleanup, so no launch on the strength of "nothing is there".
+    for seen, recorded in (("root-2", "root-1"), (None, "root-1"), (None, None)):
+        elsewhere = decide(observe(rec=rec.with_changes(state_root_id=recorded), led=None, incarnation=1, try_number=2,
+                                   max_tries=3, intent_visible=False, process=ProcessView.GONE, state_root_id=seen))
+        assert elsewhere.rule == "new_incarnation", (seen, recorded)
     # From another host (no process view) the same sight may be a state root this host does not
     # share while the driver still runs there: fence, then fail and launch nothing — and say that a
     # clear that lands on the launching host gets past it.
@@ -381,3 +389,15 @@ def test_worker_kill_stops_the_driver_only_after_a_user_ended_the_task():
 def test_launch_wait_deadline_counts_from_the_intent_but_never_spins():
     assert launch_wait_deadline(intent_at=100, launch_grace=60, now=110, poll_interval=5) == 160
     assert launch_wait_deadline(intent_at=100, launch_grace=60, now=500, poll_interval=5) == 505
+
+
+def test_the_state_root_identity_is_written_once_and_read_back(tmp_path):
+    from airflow_provider_zeta.storage import ROOT_ID_FILE, StateStorage, state_root_identity
+
+    root = StateStorage.from_url(str(tmp_path / "root"))
+    assert state_root_identity(root, create=False) is None
+    first = state_root_identity(root, create=True)
+    assert first and state_root_identity(root, create=True) == first == state_root_identity(root, create=False)
+    assert [p.name for p in (tmp_path / "root").iterdir()] == [ROOT_ID_FILE], "no temporary file left"
+    other = StateStorage.from_url(str(tmp_path / "unmounted"))
+    assert state_root_identity(other, create=True) != first

@@ -67,6 +67,13 @@ def test_after_a_change_the_ready_trigger_keeps_asking_for_a_while_then_backs_of
     assert looks == [0, 1, 3, 7, 15, *chase, 31.5, 33.5, 37.5], looks
 
 
+def test_no_signature_this_time_is_no_change():
+    # A cheap look that failed or timed out gives None: neither a change nor a new baseline.
+    pacer = Pacer(tick=0.5, first=1.0, slowest=5.0, after_change=5.0)
+    looks = _full_looks(pacer, lambda t: None if 2 <= t < 4 else "same", 20)
+    assert looks == [0, 1, 3, 7, 12, 17], looks
+
+
 def test_pacing_intervals_must_be_positive():
     with pytest.raises(ValueError):
         Pacer(tick=0, first=1.0, slowest=5.0, after_change=1.0)
@@ -103,7 +110,7 @@ def test_a_cancelled_waiter_does_not_break_the_batch(tmp_path):
         kept = asyncio.ensure_future(batch.signature(path))
         await asyncio.sleep(0)
         doomed.cancel()
-        return await kept
+        return await asyncio.wait_for(kept, 5)
 
     assert asyncio.run(main()) == stat_signature(path)
 
