@@ -78,7 +78,11 @@ def run_trigger(api: FakeApi, root: str, verified=None, recorded=None):
         return [event async for event in trigger.run()]
 
     log = Lines()
-    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=api.get_task_states), \
+    # Costs per poll, not pacing: every poll is due at once (core.pacing is tested on its own, in
+    # test_trigger_pacing.py); with sleeps patched out the pacer would wait out its backoff in
+    # real time.
+    with mock.patch("airflow_provider_zeta.core.pacing.Pacer.full_look_due", return_value=True), \
+         mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=api.get_task_states), \
          mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=api.get_one), \
          mock.patch.object(ReadyToCloseTrigger, "log", new_callable=mock.PropertyMock, return_value=log), \
          mock.patch("asyncio.sleep", no_sleep):
