@@ -35,6 +35,17 @@ def stat_signature(path: str) -> Any:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
+def _write_temporary(target: str, data: bytes) -> str:
+    """``data`` written and synced to a new temporary file beside ``target``; its path."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    temporary = f"{target}.tmp-{secrets.token_hex(4)}"
+    with open(temporary, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return temporary
+
+
 #: At the top of a state root: its identity, a random id written once and never deleted.
 ROOT_ID_FILE = "zeta-root-id"
 
@@ -51,12 +62,7 @@ def state_root_identity(state: StateStorage, create: bool) -> str | None:
         if state.is_local:
             # Create-if-absent with its content in one step: link a complete temporary file.
             target = state.path(ROOT_ID_FILE)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            temporary = f"{target}.tmp-{secrets.token_hex(4)}"
-            with open(temporary, "wb") as handle:
-                handle.write(new)
-                handle.flush()
-                os.fsync(handle.fileno())
+            temporary = _write_temporary(target, new)
             try:
                 os.link(temporary, target)
             except FileExistsError:
@@ -123,13 +129,7 @@ class StateStorage:
     def write_atomic(self, relative: str, data: bytes) -> None:
         target = self.path(relative)
         if self.is_local:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            temporary = f"{target}.tmp-{secrets.token_hex(4)}"
-            with open(temporary, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, target)
+            os.replace(_write_temporary(target, data), target)
         else:
             self.fs.pipe_file(target, data)
 
