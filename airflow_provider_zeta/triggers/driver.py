@@ -6,11 +6,12 @@ Purpose
 How it works
     Reads the attempt's ledger (in a thread, so the event loop never blocks on storage) whenever
     the ledger file changed — its stat is taken every ``LEDGER_WATCH_TICK`` (0.5 s) in one thread
-    hop shared by every trigger of the triggerer (``triggers.file_watch``), so a finished driver is
+    hop shared by every driver trigger of the triggerer (``triggers.file_watch``), so a finished driver is
     noticed within about a tick — and otherwise on a backoff from 1 s up to ``poll_interval``
     (``core.pacing``); on an object store the backoff alone paces the reads.
     ``core.ledger.classify_ledger`` turns the ledger into running / succeeded / failed / cancelled
-    / lost / missing, and ``core.deploy.trigger_should_fire`` decides whether to wake the task; the task then decides what to do with ``core.deploy.decide``.
+    / lost / missing, and ``core.deploy.trigger_should_fire`` decides whether to wake the task; the
+    task then decides what to do with ``core.deploy.decide``.
     Everything it needs is in its kwargs: ``missing_deadline`` (absolute), and the heartbeat
     observation ``seen`` the task handed over (the mark and how long it had been seen unchanged, a
     duration). A triggerer restart re-creates the trigger from them: the silence it had measured

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from airflow_provider_zeta.storage import stat_signature
 
+
 def _signatures(paths: Iterable[str]) -> dict[str, Any]:
     return {path: stat_signature(path) for path in paths}
 
