@@ -259,10 +259,17 @@ class ZetaDriverTrigger(BaseTrigger):
 
 async def _ledger_signature(watch: StatBatch, path: str) -> Any:
     """The ledger file's stat signature as of the batch's next tick; ``None`` when the stat hangs
-    (an NFS server gone): that must not hold back the backoff's looks."""
+    (an NFS server gone): that must not hold back the backoff's looks.
+
+    ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11 ``wait_for`` returns the result
+    instead of raising when its task is cancelled in the loop pass in which that result arrives
+    (CPython gh-86296). The triggerer's cancel of this trigger (moved to another triggerer,
+    removed) was then lost, and the trigger ran on until it fired.
+    """
     try:
-        return await asyncio.wait_for(watch.signature(path), 4 * LEDGER_WATCH_TICK)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(4 * LEDGER_WATCH_TICK):
+            return await watch.signature(path)
+    except TimeoutError:
         return None
 
 
