@@ -20,6 +20,10 @@ provider's bookkeeping:
 * nothing of the run left in the state root or the table after the retention window, and no
   driver process alive.
 
+A source marked failed while its driver ran on one worker host, its run cleaned up, then the run
+cleared while that host is down: the new try, on the other host, cannot check the old driver's
+process; it must wait until the deleted attempt has certainly stopped, launch once, and publish.
+
 Then the misconfigured deployment: every host gets its own, unshared state root (in its private
 /tmp). The deploy must fail with an error naming ``[zeta] state_root`` and launch nothing more.
 
@@ -33,6 +37,7 @@ import os
 import socket
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -40,7 +45,8 @@ from airflow_provider_zeta.processes import pids_carrying
 from airflow_provider_zeta.testing.chaos import driver_lives, entries, overlapping_drivers, relaunches
 from airflow_provider_zeta.testing.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
 from airflow_provider_zeta.testing.hosts import unshare_available
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
+from airflow_provider_zeta.testing.published import read_partition
 from airflow_provider_zeta.testing.spark_standalone import SparkStandaloneCluster
 from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require_postgres
 
@@ -234,6 +240,70 @@ def test_worker_and_triggerer_host_kills_keep_one_driver_at_a_time(hosts_cluster
 def test_host_kills_soak(hosts_cluster):
     figures = [run_with_host_kills(hosts_cluster, f"2026-02-{day:02d}") for day in range(2, 6)]
     log(f"soak figures: {json.dumps(figures)}")
+
+
+def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_runs_cleanup(hosts_cluster):
+    """Issue 13 ("a cleared deploy task always re-runs"), across hosts. A user marks north failed
+    while its driver runs on worker host A: the trigger stops the driver, but no try records that
+    it ended. The run fails and its cleanup deletes every attempt. Host A dies; the run is cleared.
+    North's new try runs on host B, which cannot check A's processes and finds the attempt gone:
+    before, it fenced (the cancel marker re-created the deleted directory) and failed with
+    ``state_root_not_shared`` on every clear. Now the root's identity file shows the attempt was
+    deleted, not hidden: the try waits, writing nothing, until a driver of it would have stopped
+    itself (1.25 x lost_after), then launches once. Oracles: the jobs' own launch log (one launch
+    per source and incarnation, the second on host B), the published rows, the files left."""
+    cluster = hosts_cluster
+    home, ds = cluster.home, "2026-03-02"
+    launch_log, release = home / f"launch-{ds}.jsonl", home / f"release-{ds}"
+    release.mkdir()
+    state_root, output = home / "zeta-state", home / "pipeline-output-hosts"
+    for name in workers(cluster):  # both worker hosts up (an earlier test may have left one down)
+        if not cluster.components[name].alive():
+            cluster.start_component(name)
+    run_id = cluster.trigger_run(
+        DAG_ID, f"{ds}T00:00:00Z",
+        # No SparkSession (the drivers still start through spark-submit on the standalone cluster):
+        # the point is where and how often they launch.
+        conf={"launch_log": str(launch_log), "release_dir": str(release), "cleanup_delay": RETENTION_S, "spark": ""},
+    )
+    cluster.wait_for(lambda: all(starts(launch_log, s) for s in SOURCES), 240, "both drivers started", interval=0.5)
+    north = starts(launch_log, "north")[0]
+    cluster.wait_for(
+        lambda: cluster.task_instance(DAG_ID, run_id, "hosts.deploy_north")["state"] == "deferred", 60,
+        "north's deploy task deferred", interval=0.5,
+    )
+    cluster.api("PATCH", f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/hosts.deploy_north",
+                {"new_state": "failed"})
+    (release / "south").touch()
+    cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=300)
+    cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 180,
+                     "incarnation 0 cleaned up", interval=1)
+    assert not pids_carrying(north["token"]), "north's driver outlived the task a user marked failed"
+
+    launching_host = component_on_host(cluster, north["host"])
+    assert launching_host is not None, north
+    cluster.kill_host(launching_host)
+    log(f"{ds}: killed {north['host']}, where north's first driver ran; clearing the run")
+    (release / "north").touch()
+    cluster.clear_run(DAG_ID, run_id)
+    cluster.wait_for_run(DAG_ID, run_id, timeout=420)
+
+    north_launches = starts(launch_log, "north")
+    assert len(north_launches) == 2, f"north: one launch per incarnation expected: {north_launches}"
+    assert north_launches[1]["incarnation"] == 1 and north_launches[1]["host"] != north["host"], north_launches
+    assert len(starts(launch_log, "south")) == 2, starts(launch_log, "south")
+    run_logs = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=hosts.deploy_north"
+    texts = "\n".join(path.read_text(errors="replace") for path in run_logs.rglob("*") if path.is_file())
+    assert "earlier_incarnation_cleanup_wait" in texts and "earlier_incarnation_cleaned_up_elsewhere" in texts, run_logs
+    partition = read_partition(output, ds).sources  # every row of every file of the partition
+    for source in SOURCES:
+        rows = partition[source].rows
+        assert sorted(r["n"] for r in rows) == list(range(expected_row_count(source))), (source, rows)
+        assert {r["token"] for r in rows} == {starts(launch_log, source)[1]["token"]}, (source, rows)
+    # Nothing of either incarnation left after the retention window (no re-created directory).
+    cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 180,
+                     "incarnation 1 cleaned up", interval=1)
+    assert leftovers_past_due(state_root, [output], dag_ids=[DAG_ID]) == []
 
 
 def test_unshared_state_root_is_refused_not_duplicated(hosts_cluster):

@@ -37,8 +37,14 @@ The protocol that makes the table safe:
    state root. When no try saw the driver end (the task was marked failed or success while it
    ran, or it was lost) and its attempt is gone, a try on the launching host — which checks the
    driver's process by pid and start time and sees the same files — takes it as cleaned up and
-   launches (``earlier_incarnation_cleaned_up``); a try on another host cannot tell that from an
-   unshared state root and fails, naming both.
+   launches (``earlier_incarnation_cleaned_up``). A try on another host cannot check that
+   process, but it can tell a deleted attempt from an unshared state root by the root's identity
+   file (``zeta-root-id``, noted in the record at launch): on the same root, the attempt was
+   deleted, and a driver whose attempt is deleted stops itself (its next ledger write finds the
+   directory gone; a hung write ends with its lease; a driver still starting finds its intent file
+   gone and never claims). That try waits, writing nothing, until the attempt has been seen gone for
+   ``Timing.stopped_after`` — the same wait as for a silent heartbeat, measured the same way — and
+   then launches (``earlier_incarnation_cleaned_up_elsewhere``).
 5. **Liveness by observation, never by comparing clocks.** The observer (task try or trigger)
    keeps the driver's heartbeat *mark* and how long it has seen it unchanged — a duration,
    measured on its own monotonic clock (``core.ledger.HeartbeatSeen``, persisted in task state and
@@ -94,6 +100,9 @@ class Action(str, Enum):
     REPORT_FAILURE = "report_failure"  # stop the driver, fail this try with its error (a retry redeploys)
     FENCE = "fence"  # write the token's cancel marker, mark the record abandoned, decide again
     WAIT_FOR_STOP = "wait_for_stop"  # the driver is given up on but not certainly stopped: wait, bounded
+    # the attempt's files were deleted (its run's cleanup): wait, writing nothing there, until a
+    # driver it may still have has certainly stopped itself
+    WAIT_FOR_SELF_STOP = "wait_for_self_stop"
     FAIL = "fail"  # state that cannot be trusted or a contradiction: stop the token's driver, fail, launch nothing
 
 
@@ -143,8 +152,30 @@ class DeployObservation:
     # The identity of the state root as this observer sees it (storage.state_root_identity; read
     # only when the record's attempt has left no file; None: not read, absent or unreadable).
     state_root_id: str | None = None
+    # How long the record's attempt has been seen deleted (``attempt_deleted``), by the observers'
+    # own clocks: the heartbeat measurement (``core.ledger.HeartbeatSeen``) with the mark
+    # ``core.ledger.ATTEMPT_DELETED_MARK``, handed between tries and triggers as a duration.
+    deleted_for: float = 0.0
 
     # -- derived facts the table's conditions read
+    @property
+    def attempt_deleted(self) -> bool:
+        """Nothing is left of the record's attempt on the very state root it was launched to.
+
+        No ledger and no intent file, while the root's identity file reads what the launch
+        recorded: the files were deleted (the run's cleanup), not written to storage this observer
+        does not share, nor hidden by an unmounted mountpoint.
+        """
+        record = self.record
+        return (
+            isinstance(record, AttemptRecord)
+            and record.intent_on_storage
+            and self.ledger is None
+            and self.intent_visible is False
+            and record.state_root_id is not None
+            and self.state_root_id == record.state_root_id
+        )
+
     @property
     def task_cleared_since_record(self) -> bool:
         """This task was cleared after an earlier try made the record.
@@ -332,9 +363,10 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             "on every component; launching nothing."
             + (
                 " (After a clear, this is also what an attempt looks like whose files the run's cleanup deleted "
-                "when no try saw its driver end — the task was marked failed or success while the driver ran, "
-                f"or the driver was lost: clear the task again; a try on host {_rec(o).host or '?'} can check "
-                "that the driver is gone and launches anew.)"
+                "when no try saw its driver end, if this state root does not read the identity (zeta-root-id) "
+                "the launch recorded: a root moved without that file, or an attempt launched by an older "
+                f"version. Clear the task again; a try on host {_rec(o).host or '?'} can check that the driver "
+                "is gone and launches anew.)"
                 if _rec(o).phase is Phase.ABANDONED
                 else ""
             ),
@@ -371,28 +403,52 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     ),
     # -- this task was cleared since an earlier try chose the token, no try saw its driver end (the
     #    task was marked failed or success while the driver ran, or the driver was lost), and
-    #    nothing of the attempt is left: no ledger, no intent file. Seen from the host that launched
-    #    it (its process is checked there, pid and start time, and found gone), on the state root
-    #    it launched to (the root's identity file reads the same: not an unmounted mountpoint),
-    #    the run's cleanup deleted the files, having stopped the driver first. Launch anew; a
-    #    cancel marker would only recreate the deleted directory. From another host, or on a root
-    #    that reads otherwise, the same sight may be an unshared state root: fenced, then
-    #    state_root_not_shared.
+    #    nothing of the attempt is left on the state root it was launched to (``attempt_deleted``:
+    #    no ledger, no intent file, the root's identity file reads the same, so not an unshared
+    #    root nor an unmounted mountpoint): the run's cleanup deleted it. A cancel marker would only
+    #    re-create the deleted directory, so none is written. On the host that launched it, its
+    #    process is checked (pid and start time): gone, launch at once.
     Row(
         "earlier_incarnation_cleaned_up",
-        lambda o: o.task_cleared_since_record
-        and _rec(o).intent_on_storage
-        and o.ledger is None
-        and o.intent_visible is False
-        and o.process is ProcessView.GONE
-        and _rec(o).state_root_id is not None
-        and o.state_root_id == _rec(o).state_root_id,
+        lambda o: o.task_cleared_since_record and o.attempt_deleted and o.process is ProcessView.GONE,
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "earlier_incarnation_cleaned_up",
             f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): nothing is left "
             f"of attempt {_rec(o).token} (the run's cleanup deleted it) and its driver process is gone on "
             "this host, where it was launched; launching a new one",
+        ),
+    ),
+    #    On another host the process cannot be checked, but a driver whose attempt was deleted stops
+    #    itself within its lease: launch once the attempt has been seen deleted for stopped_after
+    #    (measured like a silent heartbeat), and wait until then.
+    Row(
+        "earlier_incarnation_cleaned_up_elsewhere",
+        lambda o: o.task_cleared_since_record
+        and o.attempt_deleted
+        and o.process is not ProcessView.ALIVE
+        and o.deleted_for >= o.timing.stopped_after,
+        lambda o: _decision(
+            Action.FRESH_LAUNCH,
+            "earlier_incarnation_cleaned_up_elsewhere",
+            f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): nothing has been "
+            f"left of attempt {_rec(o).token} for {o.deleted_for:.0f}s (the run's cleanup deleted it; the state "
+            "root's identity is the one it was launched to), so a driver it had has stopped itself; launching "
+            "a new one",
+        ),
+    ),
+    Row(
+        "earlier_incarnation_cleanup_wait",
+        lambda o: o.task_cleared_since_record and o.attempt_deleted and o.process is not ProcessView.ALIVE,
+        lambda o: _decision(
+            Action.WAIT_FOR_SELF_STOP,
+            "earlier_incarnation_cleanup_wait",
+            f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): nothing is left of "
+            f"attempt {_rec(o).token} (the run's cleanup deleted it), launched on host {_rec(o).host or '?'}, "
+            "whose process this host cannot check; a driver whose attempt is deleted stops itself: waiting "
+            f"until it has been seen gone for {o.timing.stopped_after:.0f}s (seen so far: {o.deleted_for:.0f}s), "
+            "writing nothing",
+            token=_rec(o).token,
         ),
     ),
     # -- this task was cleared (alone or with its run) since an earlier try chose the token: never
@@ -586,6 +642,12 @@ def launch_wait_deadline(intent_at: float, launch_grace: float, now: float, poll
     is already spent (the task decides ``launch_in_progress`` again) cannot make it spin.
     """
     return max(intent_at + launch_grace, now + poll_interval)
+
+
+def self_stop_wait_deadline(now: float, deleted_for: float, stopped_after: float, poll_interval: float) -> float:
+    """Until when ``earlier_incarnation_cleanup_wait`` defers: the rest of ``stopped_after``, never
+    sooner than one poll from now (the trigger counts the time on its own clock and hands it back)."""
+    return now + max(stopped_after - deleted_for, poll_interval)
 
 
 def job_deadline(intent_at: float, job_timeout: float | None) -> float | None:

@@ -208,6 +208,11 @@ def driver_lease(lost_after: float) -> float:
 #: small whatever it is handed (tokens are 16 hex digits, marks "<beat>/<float>", clocks ~60 chars).
 _SEEN_TEXT_LIMIT = 200
 
+#: The "mark" of an attempt seen deleted (``core.deploy.DeployObservation.attempt_deleted``): how
+#: long it has stayed deleted is measured like a heartbeat that never changes. No ledger's
+#: ``heartbeat_mark`` (``<beat>/<time>``) can equal it.
+ATTEMPT_DELETED_MARK = "(attempt deleted)"
+
 
 @dataclass(frozen=True)
 class HeartbeatSeen:

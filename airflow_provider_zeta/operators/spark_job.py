@@ -19,6 +19,9 @@ How it works
     * ``reattach`` / ``wait_for_launch``: defer on ``ZetaDriverTrigger``, which polls the ledger;
     * ``wait_for_stop``: (re)write the cancel marker and defer until the given-up driver has
       certainly stopped (terminal ledger, or heartbeat silent past its lease plus a margin);
+    * ``wait_for_self_stop``: the attempt of an earlier incarnation was deleted by its run's
+      cleanup; defer, writing nothing, until it has been seen deleted for as long (its driver, if
+      one still ran, stops itself when it finds its files gone);
     * ``reuse_result``: return the finished driver's result (output path, token, rows) as XCom;
     * ``fence``: write the token's cancel marker, stop its local processes, mark the record
       abandoned, observe again (the claim/fence handshake decides who wins);
@@ -69,9 +72,11 @@ from airflow_provider_zeta.core.deploy import (
     timeout_wake_at,
     latest_record,
     launch_wait_deadline,
+    self_stop_wait_deadline,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.ledger import (
+    ATTEMPT_DELETED_MARK,
     AttemptRecord,
     CorruptState,
     HeartbeatSeen,
@@ -371,7 +376,7 @@ class ZetaSparkJobOperator(BaseOperator):
         process = ProcessView.UNKNOWN
         intent_visible: bool | None = None
         root_id: str | None = None
-        silent = 0.0
+        silent = deleted_for = 0.0
         if isinstance(record, AttemptRecord):
             attempt = storage.child(attempt_dir(*self._key(context), record.token))
             # The process first, then the ledger: a driver that writes its terminal ledger and
@@ -387,7 +392,10 @@ class ZetaSparkJobOperator(BaseOperator):
                 if not intent_visible and record.state_root_id is not None:
                     root_id = state_root_identity(storage, create=False)
             if isinstance(ledger, Ledger):
-                silent = self._heartbeat_silence(store, record.token, ledger, event)
+                silent = self._heartbeat_silence(store, record.token, ledger.heartbeat_mark, event)
+            elif root_id is not None and root_id == record.state_root_id:
+                # Deleted from the root it was launched to: how long, measured like a silence.
+                deleted_for = self._heartbeat_silence(store, record.token, ATTEMPT_DELETED_MARK, event)
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -401,6 +409,7 @@ class ZetaSparkJobOperator(BaseOperator):
             intent_visible=intent_visible,
             task=self._task_label(context),
             state_root_id=root_id,
+            deleted_for=deleted_for,
             trigger_saw_nothing=bool(
                 event
                 and event.get("view") == LedgerView.INVISIBLE.value
@@ -409,8 +418,9 @@ class ZetaSparkJobOperator(BaseOperator):
             ),
         )
 
-    def _heartbeat_silence(self, store: Any, token: str, ledger: Ledger, event: dict[str, Any] | None) -> float:
-        """How long the driver's heartbeat mark has been seen unchanged: a duration, never a clock difference.
+    def _heartbeat_silence(self, store: Any, token: str, mark: str, event: dict[str, Any] | None) -> float:
+        """How long the driver's heartbeat ``mark`` has been seen unchanged: a duration, never a clock
+        difference (``ATTEMPT_DELETED_MARK``: how long its attempt has been seen deleted).
 
         ``core.ledger.continue_observation`` combines this task's stored observation (this or a
         crashed earlier try, possibly on another worker) with the one its trigger handed back in
@@ -420,7 +430,7 @@ class ZetaSparkJobOperator(BaseOperator):
         clock, now = observer_clock()
         stored = HeartbeatSeen.from_value(store.get(HEARTBEAT_SEEN_KEY))
         reported = HeartbeatSeen.from_value((event or {}).get("seen"))
-        seen = continue_observation(stored, reported, token, ledger.heartbeat_mark, clock, now)
+        seen = continue_observation(stored, reported, token, mark, clock, now)
         store.set(HEARTBEAT_SEEN_KEY, seen.to_value())  # one small fixed-shape value, replaced
         self._seen = seen
         return seen.silent_for
@@ -512,7 +522,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 self._report_failure(context, storage, observation, decision)
             if decision.action is Action.WAIT_FOR_STOP:
                 self._write_cancel_marker(context, storage, decision.token or "")
-            if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH, Action.WAIT_FOR_STOP):
+            if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH, Action.WAIT_FOR_STOP, Action.WAIT_FOR_SELF_STOP):
                 return self._defer_on(context, observation, decision, settings, poll)
             if decision.action is Action.FENCE:
                 self._fence(context, storage, observation)
@@ -587,6 +597,9 @@ class ZetaSparkJobOperator(BaseOperator):
             "ds": context.get("ds"),
             "partition": self._rendered_partition(),
             "params": self.job_params,
+            # The intent file is written before the launch: a driver that finds it gone when it
+            # claims was deleted by its run's cleanup meanwhile, and must not re-create the attempt.
+            "intent_file": True,
         }
         # Bad input (unknown connection, cluster deploy mode) fails here, before any intent exists.
         command = spark_submit_command(
@@ -661,7 +674,13 @@ class ZetaSparkJobOperator(BaseOperator):
         record = observation.record
         assert isinstance(record, AttemptRecord) and decision.token
         handle = _handle_of(record)
-        missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
+        deleted = decision.action is Action.WAIT_FOR_SELF_STOP
+        if deleted:
+            missing_deadline = self_stop_wait_deadline(
+                time.time(), observation.deleted_for, observation.timing.stopped_after, poll
+            )
+        else:
+            missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
         self._current_token = decision.token
         seen = getattr(self, "_seen", None)
         if seen is not None and seen.token == decision.token:
@@ -681,7 +700,8 @@ class ZetaSparkJobOperator(BaseOperator):
             task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context))),
             seen=seen.to_value() if seen is not None and seen.token == decision.token else None,
             wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
-            intent_expected=record.intent_on_storage and record.token == decision.token,
+            intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,
+            attempt_deleted=deleted,
             driver_output=driver_output_kwargs(self.conn_id, self.env_vars),  # h15: output in the task log
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),

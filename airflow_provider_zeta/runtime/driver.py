@@ -58,7 +58,7 @@ if __package__ in (None, ""):
 from airflow_provider_zeta import runtime  # noqa: E402
 from airflow_provider_zeta.runtime import streaming  # noqa: E402
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus, driver_lease  # noqa: E402
-from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE  # noqa: E402
+from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE  # noqa: E402
 from airflow_provider_zeta.processes import host_id  # noqa: E402
 from airflow_provider_zeta.storage import StateStorage  # noqa: E402
 
@@ -153,10 +153,13 @@ class DriverBootstrap:
     def write(self, status: LedgerStatus, error: str | None = None, claim: bool = False) -> bool:
         """Write the ledger unless a terminal status was already written; True when written.
 
-        Only the claim may create the attempt directory. A later write that finds the directory
-        gone means the delayed cleanup (or the sweep) deleted this attempt: the run is over.
-        Writing would re-create a directory nobody will delete again, so the driver stops instead
-        (a late arrival is a no-op). A ledger file missing from a directory that is still there is
+        Only the claim may create the attempt directory, and only while the launch's intent file is
+        there (the launch writes it before it starts the driver): a driver that starts, or comes
+        out of a hang, after its run's cleanup deleted the attempt stops without claiming — a task
+        on another host relies on that after a clear (``earlier_incarnation_cleanup_wait``). A later
+        write that finds the directory gone means the delayed cleanup (or the sweep) deleted this
+        attempt: the run is over. Writing would re-create a directory nobody will delete again, so
+        the driver stops instead (a late arrival is a no-op). A ledger file missing from a directory that is still there is
         outside damage: the next write restores it.
         """
         started = time.monotonic()
@@ -167,6 +170,9 @@ class DriverBootstrap:
                     if self._terminal:
                         return False
                     if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
+                        self._terminal = True
+                        raise AttemptDeleted(self.token)
+                    if claim and self.spec.get("intent_file") and not self.attempt.exists(INTENT_FILE):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
                     self._beat += 1
@@ -260,7 +266,16 @@ class DriverBootstrap:
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
-        self.write(LedgerStatus.RUNNING, claim=True)  # 1. claim
+        try:
+            self.write(LedgerStatus.RUNNING, claim=True)  # 1. claim
+        except AttemptDeleted:
+            print(
+                f"[zeta] attempt {self.token} was deleted (its intent file is gone) before this driver "
+                "claimed it: the run's cleanup ran; not running the job",
+                file=sys.stderr,
+                flush=True,
+            )
+            return EXIT_CANCELLED
         if self.cancel_requested():  # 2. fence check, strictly after the claim
             self.write(LedgerStatus.CANCELLED, error="fenced before start: the coordinator gave up on this attempt")
             print(f"[zeta] attempt {self.token} was fenced before it started; not running the job", file=sys.stderr)

@@ -29,7 +29,11 @@ How it works
     A storage error while reading is retried (backing off) rather than failing the trigger: a
     failed trigger fails the task without stopping its driver. A missing intent file that the task
     wrote (``intent_expected``) means this triggerer does not share ``[zeta] state_root``: the
-    event says so at once and the task fails, launching nothing.
+    event says so at once and the task fails, launching nothing. With ``attempt_deleted`` (the task
+    found the attempt of an earlier incarnation deleted by its run's cleanup, on the very root it
+    was launched to) the trigger measures how long it stays deleted, like a silent heartbeat
+    (``core.ledger.ATTEMPT_DELETED_MARK``), wakes the task at ``missing_deadline`` and writes
+    nothing into the attempt, not even on ``on_kill``.
 
 What it does not do
     It makes no coordination decision itself, and it never cancels a driver when the triggerer
@@ -49,6 +53,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_zeta.core.deploy import TASK_INSTANCE_GONE, Timing, cancel_on_trigger_kill, trigger_should_fire
 from airflow_provider_zeta.core.ledger import (
+    ATTEMPT_DELETED_MARK,
     CorruptState,
     HeartbeatSeen,
     LedgerView,
@@ -83,6 +88,7 @@ class ZetaDriverTrigger(BaseTrigger):
         intent_expected: bool = False,
         driver_output: dict[str, Any] | None = None,
         timeout_at: float | None = None,
+        attempt_deleted: bool = False,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -103,6 +109,9 @@ class ZetaDriverTrigger(BaseTrigger):
         self.driver_output = driver_output
         # The driver's job_timeout as an absolute moment (core.deploy.job_deadline), or None.
         self.timeout_at = None if timeout_at is None else float(timeout_at)
+        # The attempt (of an earlier incarnation) was deleted by its run's cleanup: measure how long
+        # it stays so, and never write into it (core.deploy, earlier_incarnation_cleanup_wait).
+        self.attempt_deleted = bool(attempt_deleted)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -123,6 +132,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 "intent_expected": self.intent_expected,
                 "driver_output": self.driver_output,
                 "timeout_at": self.timeout_at,
+                "attempt_deleted": self.attempt_deleted,
             },
         )
 
@@ -146,6 +156,9 @@ class ZetaDriverTrigger(BaseTrigger):
                 clock, reading = observer_clock()
                 self._seen = observe_heartbeat(self._seen, self.token, ledger.heartbeat_mark, clock, reading)
                 silent = self._seen.silent_for
+            elif self.attempt_deleted:
+                clock, reading = observer_clock()
+                self._seen = observe_heartbeat(self._seen, self.token, ATTEMPT_DELETED_MARK, clock, reading)
             elif self.intent_expected and not attempt.exists(INTENT_FILE):
                 return LedgerView.INVISIBLE, f"no intent file at {attempt.url_of(INTENT_FILE)}", True, 0.0
             view = classify_ledger(ledger, now, self.lost_after, process_gone=process_gone, unchanged_for=silent)
@@ -160,6 +173,8 @@ class ZetaDriverTrigger(BaseTrigger):
             process_gone=process_gone,
             timeout_at=self.timeout_at,
         )
+        if self.attempt_deleted and view is not LedgerView.MISSING:
+            fire = True  # the deleted attempt has files again (a late claim): the task decides anew
         if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
             detail = f"{detail}; job_timeout reached".lstrip("; ")
         return view, detail, fire, silent
@@ -244,7 +259,7 @@ class ZetaDriverTrigger(BaseTrigger):
         marker, then a signal to its local processes. Also called by a ``deferrable=False`` task's
         ``on_kill``, which runs this loop in its worker."""
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)
-        if self.intent_expected and not attempt.exists(""):
+        if self.attempt_deleted or (self.intent_expected and not attempt.exists("")):
             # The launch wrote its intent file into this directory before the driver started, so
             # the directory is gone only because the delayed cleanup deleted it (the driver then
             # stops on its own). A marker would re-create a directory no cleanup deletes again.

@@ -55,11 +55,12 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
 def observe(
     rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
     unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING, state_root_id=None,
+    deleted_for=0.0,
 ) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
         timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
-        trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id,
+        trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id, deleted_for=deleted_for,
     )
 
 
@@ -88,6 +89,18 @@ ROWS = [
         observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True, state_root_id="root-1"), incarnation=1,
                 intent_visible=False, process=ProcessView.GONE, state_root_id="root-1"),
         Action.FRESH_LAUNCH,
+    ),
+    (
+        "earlier_incarnation_cleaned_up_elsewhere",
+        observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True, state_root_id="root-1"), incarnation=1,
+                intent_visible=False, state_root_id="root-1", deleted_for=TIMING.stopped_after),
+        Action.FRESH_LAUNCH,
+    ),
+    (
+        "earlier_incarnation_cleanup_wait",
+        observe(rec=record(Phase.LAUNCHED, incarnation=0, intent_on_storage=True, state_root_id="root-1"), incarnation=1,
+                intent_visible=False, state_root_id="root-1", deleted_for=TIMING.stopped_after - 1),
+        Action.WAIT_FOR_SELF_STOP,
     ),
     ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FENCE),
     ("corrupt_ledger", observe(rec=record(Phase.LAUNCHED), led=CorruptState("bad ledger")), Action.FAIL),
@@ -266,7 +279,7 @@ def test_reprocessing_a_run_whose_attempts_were_cleaned_is_not_an_unshared_state
     assert same.rule == "state_root_not_shared" and same.action is Action.FAIL
 
 
-def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_host_and_fails_clearly_elsewhere():
+def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_host_at_once_elsewhere_after_the_lease():
     # No try saw the driver end (its task was marked failed while it ran), then the run's cleanup
     # deleted its attempt. On the launching host the process check is reliable (pid and start
     # time) and the files are the same: the new incarnation launches, writing no cancel marker.
@@ -283,15 +296,33 @@ def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_
         elsewhere = decide(observe(rec=rec.with_changes(state_root_id=recorded), led=None, incarnation=1, try_number=2,
                                    max_tries=3, intent_visible=False, process=ProcessView.GONE, state_root_id=seen))
         assert elsewhere.rule == "new_incarnation", (seen, recorded)
-    # From another host (no process view) the same sight may be a state root this host does not
-    # share while the driver still runs there: fence, then fail and launch nothing — and say that a
-    # clear that lands on the launching host gets past it.
-    first = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
-    assert first.rule == "new_incarnation" and first.action is Action.FENCE
+    # From another host (no process view) on the same root: the attempt was deleted, and a driver
+    # whose attempt is deleted stops itself within its lease. Wait, writing nothing (no fence: its
+    # marker would re-create the directory), until it has been seen deleted for stopped_after;
+    # then launch. The wait is the one for a silent heartbeat.
+    waiting = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
+                             state_root_id="root-1", deleted_for=TIMING.stopped_after - 0.1))
+    assert waiting.rule == "earlier_incarnation_cleanup_wait" and waiting.action is Action.WAIT_FOR_SELF_STOP
+    assert waiting.token == rec.token and "worker-a" in waiting.reason
+    done = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
+                          state_root_id="root-1", deleted_for=TIMING.stopped_after))
+    assert done.rule == "earlier_incarnation_cleaned_up_elsewhere" and done.action is Action.FRESH_LAUNCH
+    assert done.cancel_token is None
+    # Not cleared (the same incarnation): an invisible attempt is the unshared root, whatever the identity.
+    same = decide(observe(rec=rec, led=None, incarnation=0, try_number=2, max_tries=2, intent_visible=False,
+                          state_root_id="root-1", deleted_for=10 * TIMING.stopped_after))
+    assert same.rule == "state_root_not_shared"
+    # From another host on a root that reads another identity (or none): the same sight may be a
+    # state root this host does not share while the driver still runs there: fence, then fail and
+    # launch nothing — and say that a clear that lands on the launching host gets past it.
+    for seen in ("root-2", None):
+        first = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
+                               state_root_id=seen, deleted_for=10 * TIMING.stopped_after))
+        assert first.rule == "new_incarnation" and first.action is Action.FENCE
     fenced = rec.with_changes(phase=Phase.ABANDONED, incarnation=1, try_number=2)  # what _fence records
     second = decide(observe(rec=fenced, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
     assert second.rule == "state_root_not_shared" and second.action is Action.FAIL
-    assert "clear the task again" in second.reason and "worker-a" in second.reason
+    assert "clear the task again" in second.reason.lower() and "worker-a" in second.reason
     # A process alive on this host is never taken as cleaned up.
     alive = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
                            process=ProcessView.ALIVE))

@@ -46,7 +46,7 @@ WRAPPER = textwrap.dedent(
 )
 
 
-def _start(tmp_path: Path, fault: str, at: int, job_seconds: float, lost_after: float = 2.0):
+def _start(tmp_path: Path, fault: str, at: int, job_seconds: float, lost_after: float = 2.0, **spec_extra):
     attempt = tmp_path / "attempt"
     job = tmp_path / "job.py"
     ran = tmp_path / "job-ran"
@@ -61,6 +61,7 @@ def _start(tmp_path: Path, fault: str, at: int, job_seconds: float, lost_after: 
         "task_id": "job",
         "dag_id": "d",
         "run_id": "r",
+        **spec_extra,
     }
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER)
@@ -116,3 +117,25 @@ def test_a_driver_fenced_before_start_exits_without_running_the_job(tmp_path):
     ledger = json.loads((attempt / "ledger.json").read_text())
     assert ledger["status"] == "cancelled" and "fenced before start" in ledger["error"]
     assert not ran.exists()
+
+
+def test_a_driver_that_starts_after_its_attempt_was_deleted_neither_claims_nor_runs(tmp_path):
+    # The launch wrote its intent file, then the run's cleanup deleted the attempt while
+    # spark-submit was still starting the driver (or its claim hung). A cleared task on another
+    # host then waits only until the deletion has lasted past the lease (core.deploy,
+    # earlier_incarnation_cleanup_wait): the late driver must not re-create the attempt nor run.
+    process, attempt, ran = _start(tmp_path, "none", at=0, job_seconds=1, lost_after=30.0, intent_file=True)
+    code, out = _wait(process, timeout=20)
+    assert code == bootstrap.EXIT_CANCELLED, out
+    assert "deleted (its intent file is gone)" in out
+    assert not attempt.exists() and not ran.exists()
+
+
+def test_a_driver_whose_intent_file_is_there_claims_and_runs(tmp_path):
+    attempt = tmp_path / "attempt"
+    attempt.mkdir()
+    (attempt / "intent.json").write_text("{}")
+    process, attempt, ran = _start(tmp_path, "none", at=0, job_seconds=0.1, lost_after=30.0, intent_file=True)
+    code, out = _wait(process, timeout=20)
+    assert code == 0, out
+    assert ran.exists() and json.loads((attempt / "ledger.json").read_text())["status"] == "succeeded"

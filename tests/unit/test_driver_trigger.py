@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
+from airflow_provider_zeta.core.ledger import ATTEMPT_DELETED_MARK, Ledger, LedgerStatus
 from airflow_provider_zeta.triggers import driver as trigger_module
 from airflow_provider_zeta.triggers.driver import ZetaDriverTrigger
 
@@ -129,6 +129,36 @@ def test_the_kwargs_round_trip_keeps_the_observation(tmp_path):
     path, kwargs = _trigger(tmp_path, seen=seen, wait_for_stop=True, intent_expected=True).serialize()
     again = ZetaDriverTrigger(**kwargs)
     assert (again.seen, again.wait_for_stop, again.intent_expected) == (seen, True, True)
+    assert ZetaDriverTrigger(**_trigger(tmp_path, attempt_deleted=True).serialize()[1]).attempt_deleted is True
+
+
+def _deleted_for(seconds: float) -> dict:
+    # What a task on another host hands over when it found the attempt deleted (its clock's moment).
+    return {"token": "tok", "mark": ATTEMPT_DELETED_MARK, "silent_for": seconds, "at": 1e12, "clock": "worker-x"}
+
+
+def test_a_deleted_attempt_is_waited_on_writing_nothing_and_the_time_it_stayed_deleted_is_handed_back(tmp_path):
+    # core.deploy's earlier_incarnation_cleanup_wait: the attempt of an earlier incarnation was
+    # deleted by its run's cleanup. The trigger wakes the task at its deadline, handing back how
+    # long the attempt has been seen deleted (the task's count carried on, never less), and never
+    # re-creates the directory: not while it waits, and not when it is killed (on_kill).
+    trigger = _trigger(tmp_path, seen=_deleted_for(10.0), attempt_deleted=True, missing_deadline=time.time() + 1.5)
+    started = time.monotonic()
+    event = asyncio.run(_first(trigger))
+    assert event["view"] == "missing" and time.monotonic() - started >= 1.4
+    assert event["seen"]["mark"] == ATTEMPT_DELETED_MARK and event["seen"]["silent_for"] >= 10.0
+    assert event["seen"]["clock"] != "worker-x"  # re-based on the triggerer's own clock
+    trigger.cancel_driver()
+    assert not (tmp_path / "attempt").exists()
+
+
+def test_a_deleted_attempt_that_gets_files_again_wakes_the_task_at_once(tmp_path, monkeypatch):
+    # A driver claimed the deleted attempt after all (it re-created it): the task decides anew
+    # (it then fences that driver and waits until it has stopped), not at the deadline.
+    monkeypatch.setattr(trigger_module.asyncio, "sleep", _fast_sleep)
+    _write_ledger(tmp_path)
+    event = asyncio.run(_first(_trigger(tmp_path, seen=_deleted_for(3.0), attempt_deleted=True)))
+    assert event["view"] == "running"
 
 
 def test_on_kill_stops_the_driver_when_its_task_instance_no_longer_exists(tmp_path, monkeypatch):
