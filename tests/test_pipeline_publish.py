@@ -274,3 +274,42 @@ def test_pipeline_survives_random_kills_with_a_reprocessing_backfill(fake_driver
     assert len(report.kills) >= 3 and report.runs == len(DATES)
     assert report.launches >= 3 * (len(DATES) + 1), "every date ran, the reprocessed one twice"
     assert report.violations == [], report.violations
+
+
+@pytest.mark.sqlite_only
+def test_a_triggerer_killed_while_ready_to_close_emits_its_success_event_loses_no_report(fake_driver_cluster, tmp_path):
+    """Issue 16: the ready-to-close trigger ends its sensor from the triggerer (TaskSuccessEvent with
+    the ready set as XCom). An armed crash point kills the whole triggerer in the pass in which that
+    event is handed over, before it is stored. The trigger must run again on the next triggerer,
+    find the same ready set and end the sensor — no report lost, no job launched again, the
+    partition published once. Oracles: the jobs' launch log, the published files, the sensor's try."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    ds = "2026-04-14"  # a date of its own on the shared cluster
+    armed = cluster.arm_crash_point("ready_to_close.success_event")
+    try:
+        run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+        for source in SOURCES:
+            (release / source).write_text("go")
+        cluster.wait_for(lambda: not armed.exists(), 240, "the triggerer to reach the armed crash point", interval=0.5)
+        cluster.wait_for(lambda: not cluster.components["triggerer"].alive(), 30, "the triggerer to die", interval=0.2)
+        # The event died with the triggerer: the sensor still waits, on its first try.
+        sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
+        assert (sensor["state"], sensor["try_number"]) == ("deferred", 1), sensor
+    finally:
+        armed.unlink(missing_ok=True)
+        if not cluster.components["triggerer"].alive():
+            cluster.start_component("triggerer")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+
+    sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
+    assert (sensor["state"], sensor["try_number"]) == ("success", 1), sensor  # ended from the triggerer
+    assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
+    reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}
+    commit = marker(cluster, ds)
+    assert commit["tokens"] == reporting
+    assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
+    rows = published(cluster, ds)
+    assert {s: len(rows[s]) for s in SOURCES} == {s: expected_row_count(s) for s in SOURCES}

@@ -302,6 +302,8 @@ class AirflowCluster:
         home_parent = "/var/tmp" if executor == "CeleryExecutor" else None
         self.home = Path(home) if home else Path(tempfile.mkdtemp(prefix="zeta-airflow-", dir=home_parent))
         self.home.mkdir(parents=True, exist_ok=True)
+        self.crash_points = self.home / "crash-points"  # arm_crash_point()
+        self.crash_points.mkdir(exist_ok=True)
         # A home the caller chose is kept unless the caller says otherwise; a temporary one is not.
         self.keep_home = (home is not None) if keep_home is None else keep_home
         self.cluster_id = secrets.token_hex(6)
@@ -336,6 +338,8 @@ class AirflowCluster:
                 HARNESS_ENV_MARKER: self.cluster_id,
                 "AIRFLOW_HOME": str(self.home),
                 "PYTHONUNBUFFERED": "1",
+                # A test arms a crash point by creating a file of its name here (crash_points.py).
+                "ZETA_CRASH_POINTS": str(self.crash_points),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -587,6 +591,13 @@ class AirflowCluster:
         """Kill every process of the host that runs ``name`` (its Celery worker and the detached
         drivers it launched, or the triggerer); returns their PIDs. ``host(name).killed_at`` tells when."""
         return self.host(name).kill()
+
+    def arm_crash_point(self, name: str) -> Path:
+        """Arm the named crash point (``airflow_provider_zeta.crash_points``) once; the returned
+        file disappears when a component reaches the point and kills itself."""
+        armed = self.crash_points / name
+        armed.write_text("armed by the test\n")
+        return armed
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` (default ``SIGKILL``) to the component's own PID, like a crash of that process.

@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.core.pacing import Pacer
+from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.core.ready import Verdict
 from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
 
@@ -122,6 +123,9 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # The sensor's work is done: end it from here, its ready set pushed as its return
                 # value, without a worker (the completed point starts one task start sooner). The
                 # evaluation is this moment's: a source cleared before it is not counted ready.
+                # A triggerer killed now loses the event before it is stored; the trigger then
+                # runs again from its kwargs on the next triggerer and finds the same ready set.
+                crash_when_armed(READY_SUCCESS_EVENT)
                 yield TaskSuccessEvent(xcoms={"return_value": evaluation.ready_set(self.incarnation)})
                 return
             if evaluation.verdict is not Verdict.WAITING:

@@ -1,0 +1,59 @@
+"""Named crash points inside the triggerer, armed by a test (issue 16's "killed while emitting").
+
+Theory of operation
+    A deploy task's crash windows are ``ZetaSparkJobOperator.failure_window`` calls, which a test
+    DAG overrides to kill its worker. A trigger runs in the triggerer, which no DAG can subclass, so
+    a trigger calls ``crash_when_armed(name)`` at its windows instead. A point is armed when the
+    environment variable ``ZETA_CRASH_POINTS`` names a directory (the test harness sets it for
+    every component of its clusters) and a file called ``name`` exists there. The call removes the
+    file (one shot: the restarted component runs on) and kills the whole component — every process
+    of its session, the triggerer's supervisor and its trigger runner alike — with SIGKILL, at the
+    next pass of the running event loop: the caller has by then handed over what it yields next,
+    and nothing of it has reached the metadata database (the runner sends events to its supervisor
+    in batches, the supervisor writes them).
+
+What it does not do
+    Anything in production: without ``ZETA_CRASH_POINTS`` a call costs one environment lookup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+ENV_VAR = "ZETA_CRASH_POINTS"
+
+#: The ready-to-close trigger has every source ready and yields the event that ends its sensor.
+READY_SUCCESS_EVENT = "ready_to_close.success_event"
+
+
+def _take(name: str) -> bool:
+    """True once per arming: the point's file existed and is now removed."""
+    folder = os.environ.get(ENV_VAR)
+    if not folder:
+        return False
+    try:
+        (Path(folder) / name).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _kill_component() -> None:
+    # The component's processes share its session (the harness starts each with a new session);
+    # the trigger runner may sit in a process group of its own within it.
+    for group in {os.getsid(0), os.getpgrp()}:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(137)
+
+
+def crash_when_armed(name: str) -> None:
+    """Kill this component at the next pass of the event loop if ``name`` is armed."""
+    if _take(name):
+        print(f"[zeta] crash point {name} armed: killing this component", flush=True)
+        asyncio.get_running_loop().call_soon(_kill_component)

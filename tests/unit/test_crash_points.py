@@ -1,0 +1,40 @@
+"""crash_points: a point fires once per arming, only when armed, after the caller's current step."""
+
+from __future__ import annotations
+
+import asyncio
+
+from airflow_provider_zeta import crash_points
+
+
+def test_an_armed_point_fires_once_at_the_next_pass_of_the_loop(tmp_path, monkeypatch):
+    monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
+    (tmp_path / "some.point").write_text("armed")
+    order: list[str] = []
+    monkeypatch.setattr(crash_points, "_kill_component", lambda: order.append("killed"))
+
+    async def emitter():
+        crash_points.crash_when_armed("some.point")
+        order.append("handed over")  # what the caller does before its next suspension
+        await asyncio.sleep(0)
+        crash_points.crash_when_armed("some.point")  # disarmed by the first call
+        await asyncio.sleep(0)
+
+    asyncio.run(emitter())
+    assert order == ["handed over", "killed"]
+    assert not (tmp_path / "some.point").exists()
+
+
+def test_nothing_fires_without_the_environment_or_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(crash_points, "_kill_component", lambda: (_ for _ in ()).throw(AssertionError("killed")))
+    (tmp_path / "some.point").write_text("armed")
+
+    async def emitter():
+        crash_points.crash_when_armed("some.point")  # no ZETA_CRASH_POINTS: production
+        monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
+        crash_points.crash_when_armed("other.point")  # armed directory, another point
+        await asyncio.sleep(0)
+
+    monkeypatch.delenv(crash_points.ENV_VAR, raising=False)
+    asyncio.run(emitter())
+    assert (tmp_path / "some.point").exists()
