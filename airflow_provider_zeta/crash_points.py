@@ -27,6 +27,9 @@ ENV_VAR = "ZETA_CRASH_POINTS"
 
 #: The ready-to-close trigger has every source ready and yields the event that ends its sensor.
 READY_SUCCESS_EVENT = "ready_to_close.success_event"
+#: The driver trigger yields the event that resumes its deploy task (the driver ended, or must be
+#: judged by the task).
+DRIVER_EVENT = "driver.event"
 
 
 def _take(name: str) -> bool:

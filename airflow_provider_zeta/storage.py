@@ -35,9 +35,11 @@ def stat_signature(path: str) -> Any:
     return (stat.st_ino, stat.st_size, stat.st_mtime_ns)
 
 
-def _write_temporary(target: str, data: bytes) -> str:
-    """``data`` written and synced to a new temporary file beside ``target``; its path."""
-    os.makedirs(os.path.dirname(target), exist_ok=True)
+def _write_temporary(target: str, data: bytes, make_parents: bool = True) -> str:
+    """``data`` written and synced to a new temporary file beside ``target``; its path. Without
+    ``make_parents`` a missing directory raises ``FileNotFoundError``."""
+    if make_parents:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
     temporary = f"{target}.tmp-{secrets.token_hex(4)}"
     with open(temporary, "wb") as handle:
         handle.write(data)
@@ -126,10 +128,12 @@ class StateStorage:
     def exists(self, relative: str) -> bool:
         return self.fs.exists(self.path(relative))
 
-    def write_atomic(self, relative: str, data: bytes) -> None:
+    def write_atomic(self, relative: str, data: bytes, make_parents: bool = True) -> None:
+        """Replace ``relative`` with ``data`` at once. ``make_parents=False``: a missing directory
+        (local storage) raises ``FileNotFoundError`` instead of being created."""
         target = self.path(relative)
         if self.is_local:
-            os.replace(_write_temporary(target, data), target)
+            os.replace(_write_temporary(target, data, make_parents), target)
         else:
             self.fs.pipe_file(target, data)
 

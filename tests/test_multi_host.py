@@ -285,12 +285,17 @@ def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_r
     cluster.kill_host(launching_host)
     log(f"{ds}: killed {north['host']}, where north's first driver ran; clearing the run")
     (release / "north").touch()
+    cleared_at = time.time()
     cluster.clear_run(DAG_ID, run_id)
     cluster.wait_for_run(DAG_ID, run_id, timeout=420)
 
     north_launches = starts(launch_log, "north")
     assert len(north_launches) == 2, f"north: one launch per incarnation expected: {north_launches}"
     assert north_launches[1]["incarnation"] == 1 and north_launches[1]["host"] != north["host"], north_launches
+    # Not before a driver of the deleted attempt would have stopped itself: the wait is 1.25 x
+    # lost_after of the attempt seen deleted, all of it after the clear (the job's own clock).
+    waited = north_launches[1]["at"] - cleared_at
+    assert waited >= 1.25 * LOST_AFTER_S, f"north relaunched {waited:.1f}s after the clear"
     assert len(starts(launch_log, "south")) == 2, starts(launch_log, "south")
     run_logs = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=hosts.deploy_north"
     texts = "\n".join(path.read_text(errors="replace") for path in run_logs.rglob("*") if path.is_file())

@@ -276,36 +276,54 @@ def test_pipeline_survives_random_kills_with_a_reprocessing_backfill(fake_driver
     assert report.violations == [], report.violations
 
 
+def _crash_triggerer_at(cluster, point: str, action) -> None:
+    """Arm ``point``, do ``action``, and wait until the triggerer killed itself there; restart it."""
+    armed = cluster.arm_crash_point(point)
+    try:
+        action()
+        cluster.wait_for(lambda: not armed.exists(), 240, f"the triggerer to reach crash point {point}", interval=0.5)
+        cluster.wait_for(lambda: not cluster.components["triggerer"].alive(), 30, "the triggerer to die", interval=0.2)
+    finally:
+        armed.unlink(missing_ok=True)
+
+
 @pytest.mark.sqlite_only
-def test_a_triggerer_killed_while_ready_to_close_emits_its_success_event_loses_no_report(fake_driver_cluster, tmp_path):
-    """Issue 16: the ready-to-close trigger ends its sensor from the triggerer (TaskSuccessEvent with
-    the ready set as XCom). An armed crash point kills the whole triggerer in the pass in which that
-    event is handed over, before it is stored. The trigger must run again on the next triggerer,
-    find the same ready set and end the sensor — no report lost, no job launched again, the
-    partition published once. Oracles: the jobs' launch log, the published files, the sensor's try."""
+def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake_driver_cluster, tmp_path):
+    """Issue 16: a triggerer killed exactly while a trigger hands over its event, before the event
+    is stored (armed crash points kill the whole triggerer in that loop pass). First the driver
+    trigger of a finished job (its event resumes the deploy task), then ready-to-close as it ends
+    its sensor from the triggerer (TaskSuccessEvent with the ready set as XCom). Each trigger must
+    run again on the next triggerer and emit the same: no report lost, no job launched again, the
+    partition published once. Oracles: the jobs' launch log, the published files, the tries."""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     log, release = tmp_path / "launches.jsonl", tmp_path / "release"
     release.mkdir()
     ds = "2026-04-14"  # a date of its own on the shared cluster
-    armed = cluster.arm_crash_point("ready_to_close.success_event")
     try:
         run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
-        for source in SOURCES:
-            (release / source).write_text("go")
-        cluster.wait_for(lambda: not armed.exists(), 240, "the triggerer to reach the armed crash point", interval=0.5)
-        cluster.wait_for(lambda: not cluster.components["triggerer"].alive(), 30, "the triggerer to die", interval=0.2)
-        # The event died with the triggerer: the sensor still waits, on its first try.
+        cluster.wait_for(lambda: len(launches(log)) == 3, 180, "three drivers launched")
+        _crash_triggerer_at(cluster, "driver.event", lambda: (release / "alpha").write_text("go"))
+        deploy = cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")
+        assert deploy["state"] == "deferred", deploy  # the event died with the triggerer
+        cluster.start_component("triggerer")
+        cluster.wait_for(lambda: cluster.xcom(DAG_ID, run_id, "counting.deploy_alpha"), 180, "alpha's report")
+
+        def release_the_rest():
+            for source in ("beta", "gamma"):
+                (release / source).write_text("go")
+
+        _crash_triggerer_at(cluster, "ready_to_close.success_event", release_the_rest)
         sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
         assert (sensor["state"], sensor["try_number"]) == ("deferred", 1), sensor
     finally:
-        armed.unlink(missing_ok=True)
         if not cluster.components["triggerer"].alive():
             cluster.start_component("triggerer")
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
 
     sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
     assert (sensor["state"], sensor["try_number"]) == ("success", 1), sensor  # ended from the triggerer
+    assert cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")["try_number"] == 1
     assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
     reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}
     commit = marker(cluster, ds)

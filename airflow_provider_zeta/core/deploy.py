@@ -365,8 +365,9 @@ DEPLOY_TABLE: tuple[Row, ...] = (
                 " (After a clear, this is also what an attempt looks like whose files the run's cleanup deleted "
                 "when no try saw its driver end, if this state root does not read the identity (zeta-root-id) "
                 "the launch recorded: a root moved without that file, or an attempt launched by an older "
-                f"version. Clear the task again; a try on host {_rec(o).host or '?'} can check that the driver "
-                "is gone and launches anew.)"
+                f"version. Then make sure driver {_rec(o).token} no longer runs on host {_rec(o).host or '?'}, "
+                "delete this task instance's task state store (REST API: DELETE "
+                ".../taskInstances/<task_id>/state-store) and clear the task again.)"
                 if _rec(o).phase is Phase.ABANDONED
                 else ""
             ),
@@ -645,9 +646,14 @@ def launch_wait_deadline(intent_at: float, launch_grace: float, now: float, poll
 
 
 def self_stop_wait_deadline(now: float, deleted_for: float, stopped_after: float, poll_interval: float) -> float:
-    """Until when ``earlier_incarnation_cleanup_wait`` defers: the rest of ``stopped_after``, never
-    sooner than one poll from now (the trigger counts the time on its own clock and hands it back)."""
-    return now + max(stopped_after - deleted_for, poll_interval)
+    """The fallback wake-up of ``earlier_incarnation_cleanup_wait``'s deferral.
+
+    The trigger wakes the task as soon as its own count (carried on from ``deleted_for``, on its
+    own clock) reaches ``stopped_after``. This deadline, a moment on the task host's clock, only
+    bounds the wait should that count be held back; it lies a full ``stopped_after`` (at least a
+    poll) beyond the rest, so a skew or a slow hand-over never wakes the task before its count.
+    """
+    return now + max(stopped_after - deleted_for, 0.0) + max(stopped_after, poll_interval)
 
 
 def job_deadline(intent_at: float, job_timeout: float | None) -> float | None:

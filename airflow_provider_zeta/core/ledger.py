@@ -210,8 +210,14 @@ _SEEN_TEXT_LIMIT = 200
 
 #: The "mark" of an attempt seen deleted (``core.deploy.DeployObservation.attempt_deleted``): how
 #: long it has stayed deleted is measured like a heartbeat that never changes. No ledger's
-#: ``heartbeat_mark`` (``<beat>/<time>``) can equal it.
+#: ``heartbeat_mark`` (``<beat>/<time>``) can start so.
 ATTEMPT_DELETED_MARK = "(attempt deleted)"
+
+
+def attempt_deleted_mark(incarnation: int) -> str:
+    """The mark for an attempt seen deleted by a try of ``incarnation``: a count one incarnation
+    kept is never carried on by the next (a later deletion starts its own count)."""
+    return f"{ATTEMPT_DELETED_MARK} incarnation {incarnation}"
 
 
 @dataclass(frozen=True)

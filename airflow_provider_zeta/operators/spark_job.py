@@ -76,13 +76,13 @@ from airflow_provider_zeta.core.deploy import (
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.ledger import (
-    ATTEMPT_DELETED_MARK,
     AttemptRecord,
     CorruptState,
     HeartbeatSeen,
     Ledger,
     LedgerView,
     Phase,
+    attempt_deleted_mark,
     attempt_record_key,
     continue_observation,
     observe_heartbeat,
@@ -395,7 +395,8 @@ class ZetaSparkJobOperator(BaseOperator):
                 silent = self._heartbeat_silence(store, record.token, ledger.heartbeat_mark, event)
             elif root_id is not None and root_id == record.state_root_id:
                 # Deleted from the root it was launched to: how long, measured like a silence.
-                deleted_for = self._heartbeat_silence(store, record.token, ATTEMPT_DELETED_MARK, event)
+                mark = attempt_deleted_mark(self._incarnation(context))
+                deleted_for = self._heartbeat_silence(store, record.token, mark, event)
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -702,7 +703,8 @@ class ZetaSparkJobOperator(BaseOperator):
             wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
             intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,
             attempt_deleted=deleted,
-            driver_output=driver_output_kwargs(self.conn_id, self.env_vars),  # h15: output in the task log
+            # h15: output in the task log (none for a deleted attempt: reading it would write there)
+            driver_output=None if deleted else driver_output_kwargs(self.conn_id, self.env_vars),
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
         )

@@ -172,11 +172,23 @@ class DriverBootstrap:
                     if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
-                    if claim and self.spec.get("intent_file") and not self.attempt.exists(INTENT_FILE):
+                    # The launch wrote the intent file into the attempt directory: the claim then
+                    # never creates the directory (a check and a write are two steps; the write
+                    # without parents closes the gap between them on local storage).
+                    intent_written = claim and bool(self.spec.get("intent_file"))
+                    if intent_written and not self.attempt.exists(INTENT_FILE):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
                     self._beat += 1
-                    self.attempt.write_atomic(LEDGER_FILE, self._ledger(status, error).to_json())
+                    try:
+                        self.attempt.write_atomic(
+                            LEDGER_FILE, self._ledger(status, error).to_json(), make_parents=not intent_written
+                        )
+                    except FileNotFoundError:
+                        if not intent_written:
+                            raise
+                        self._terminal = True
+                        raise AttemptDeleted(self.token) from None
                     self._renewed_at = max(self._renewed_at, started)
                     if status.terminal:
                         self._terminal = True
@@ -276,6 +288,11 @@ class DriverBootstrap:
                 flush=True,
             )
             return EXIT_CANCELLED
+        if self.lease_expired():
+            # The claim took longer than the lease (a hung write that came back): a coordinator
+            # may have counted this attempt lost or deleted meanwhile; run no user code.
+            print(f"[zeta] attempt {self.token}: the claim outlasted the lease; not running the job", file=sys.stderr)
+            return EXIT_LEASE_LOST
         if self.cancel_requested():  # 2. fence check, strictly after the claim
             self.write(LedgerStatus.CANCELLED, error="fenced before start: the coordinator gave up on this attempt")
             print(f"[zeta] attempt {self.token} was fenced before it started; not running the job", file=sys.stderr)

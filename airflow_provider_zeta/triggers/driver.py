@@ -62,6 +62,7 @@ from airflow_provider_zeta.core.ledger import (
     parse_ledger,
 )
 from airflow_provider_zeta.core.pacing import Pacer
+from airflow_provider_zeta.crash_points import DRIVER_EVENT, crash_when_armed
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
@@ -157,8 +158,12 @@ class ZetaDriverTrigger(BaseTrigger):
                 self._seen = observe_heartbeat(self._seen, self.token, ledger.heartbeat_mark, clock, reading)
                 silent = self._seen.silent_for
             elif self.attempt_deleted:
+                # The task's mark names its incarnation; carry that count on.
+                seen = self._seen
+                mark = seen.mark if seen is not None and seen.mark.startswith(ATTEMPT_DELETED_MARK) else ATTEMPT_DELETED_MARK
                 clock, reading = observer_clock()
-                self._seen = observe_heartbeat(self._seen, self.token, ATTEMPT_DELETED_MARK, clock, reading)
+                self._seen = observe_heartbeat(seen, self.token, mark, clock, reading)
+                silent = self._seen.silent_for
             elif self.intent_expected and not attempt.exists(INTENT_FILE):
                 return LedgerView.INVISIBLE, f"no intent file at {attempt.url_of(INTENT_FILE)}", True, 0.0
             view = classify_ledger(ledger, now, self.lost_after, process_gone=process_gone, unchanged_for=silent)
@@ -173,8 +178,10 @@ class ZetaDriverTrigger(BaseTrigger):
             process_gone=process_gone,
             timeout_at=self.timeout_at,
         )
-        if self.attempt_deleted and view is not LedgerView.MISSING:
-            fire = True  # the deleted attempt has files again (a late claim): the task decides anew
+        if self.attempt_deleted:
+            # Wake the task once this count reaches the wait (the deadline is a fallback), or at
+            # once if the deleted attempt has files again (a late claim): the task decides anew.
+            fire = fire or view is not LedgerView.MISSING or silent >= Timing(self.lost_after, self.lost_after).stopped_after
         if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
             detail = f"{detail}; job_timeout reached".lstrip("; ")
         return view, detail, fire, silent
@@ -223,6 +230,9 @@ class ZetaDriverTrigger(BaseTrigger):
                 event = self._event(view, detail or "")
                 if output is not None:  # h15
                     event["driver_output_offset"] = output.offset
+                # A triggerer killed now loses the event; the trigger runs again from its kwargs on
+                # the next triggerer and reads the same ledger.
+                crash_when_armed(DRIVER_EVENT)
                 yield TriggerEvent(event)
                 return
             pacer.looked(time.monotonic(), signature)

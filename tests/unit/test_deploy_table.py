@@ -314,7 +314,7 @@ def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_
     assert same.rule == "state_root_not_shared"
     # From another host on a root that reads another identity (or none): the same sight may be a
     # state root this host does not share while the driver still runs there: fence, then fail and
-    # launch nothing — and say that a clear that lands on the launching host gets past it.
+    # launch nothing — and say how to get past it once the driver is known to be stopped.
     for seen in ("root-2", None):
         first = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
                                state_root_id=seen, deleted_for=10 * TIMING.stopped_after))
@@ -322,7 +322,7 @@ def test_a_clear_after_the_cleanup_of_a_driver_no_try_saw_end_relaunches_on_its_
     fenced = rec.with_changes(phase=Phase.ABANDONED, incarnation=1, try_number=2)  # what _fence records
     second = decide(observe(rec=fenced, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
     assert second.rule == "state_root_not_shared" and second.action is Action.FAIL
-    assert "clear the task again" in second.reason.lower() and "worker-a" in second.reason
+    assert "state-store" in second.reason and "clear the task again" in second.reason and "worker-a" in second.reason
     # A process alive on this host is never taken as cleaned up.
     alive = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False,
                            process=ProcessView.ALIVE))

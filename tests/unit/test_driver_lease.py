@@ -29,15 +29,17 @@ WRAPPER = textwrap.dedent(
     original = StateStorage.write_atomic
     writes = [0]
 
-    def faulty(self, name, data):
+    def faulty(self, name, data, **kwargs):
         if name == "ledger.json":
             writes[0] += 1
             if writes[0] >= at and fault == "hang":
                 time.sleep(3600)  # a stuck mount: the call never returns
+            if writes[0] == at and fault == "slow":
+                time.sleep(2.0)  # a write that hangs for a while, then succeeds
             if writes[0] == at and fault == "sigterm":
                 os.kill(os.getpid(), signal.SIGTERM)  # delivered while this thread is inside write()
                 time.sleep(0.3)
-        return original(self, name, data)
+        return original(self, name, data, **kwargs)
 
     StateStorage.write_atomic = faulty
     sys.argv = [sys.argv[3], *sys.argv[4:]]
@@ -139,3 +141,12 @@ def test_a_driver_whose_intent_file_is_there_claims_and_runs(tmp_path):
     code, out = _wait(process, timeout=20)
     assert code == 0, out
     assert ran.exists() and json.loads((attempt / "ledger.json").read_text())["status"] == "succeeded"
+
+
+def test_a_claim_that_outlasted_the_lease_runs_no_user_code(tmp_path):
+    # The claim hung past the lease (1.4 s here) and then succeeded: meanwhile a coordinator may
+    # have counted the attempt lost or deleted and launched another driver. This one must stop.
+    process, attempt, ran = _start(tmp_path, "slow", at=1, job_seconds=1, lost_after=2.0)
+    code, out = _wait(process, timeout=20)
+    assert code == bootstrap.EXIT_LEASE_LOST, out
+    assert "outlasted the lease" in out and not ran.exists()

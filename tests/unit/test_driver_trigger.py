@@ -134,19 +134,23 @@ def test_the_kwargs_round_trip_keeps_the_observation(tmp_path):
 
 def _deleted_for(seconds: float) -> dict:
     # What a task on another host hands over when it found the attempt deleted (its clock's moment).
-    return {"token": "tok", "mark": ATTEMPT_DELETED_MARK, "silent_for": seconds, "at": 1e12, "clock": "worker-x"}
+    mark = f"{ATTEMPT_DELETED_MARK} incarnation 1"
+    return {"token": "tok", "mark": mark, "silent_for": seconds, "at": 1e12, "clock": "worker-x"}
 
 
-def test_a_deleted_attempt_is_waited_on_writing_nothing_and_the_time_it_stayed_deleted_is_handed_back(tmp_path):
+def test_a_deleted_attempt_is_waited_on_writing_nothing_until_the_triggers_own_count_reaches_the_wait(tmp_path):
     # core.deploy's earlier_incarnation_cleanup_wait: the attempt of an earlier incarnation was
-    # deleted by its run's cleanup. The trigger wakes the task at its deadline, handing back how
-    # long the attempt has been seen deleted (the task's count carried on, never less), and never
-    # re-creates the directory: not while it waits, and not when it is killed (on_kill).
-    trigger = _trigger(tmp_path, seen=_deleted_for(10.0), attempt_deleted=True, missing_deadline=time.time() + 1.5)
+    # deleted by its run's cleanup. The task handed over 10 s of its count; the wait is 1.25 x
+    # lost_after = 12.5 s. The trigger counts on, on its own clock (not the hand-over gap), and
+    # wakes the task once its count reaches 12.5 s — not at the far fallback deadline — handing the
+    # count back. It never re-creates the directory: not while it waits, nor when killed (on_kill).
+    trigger = _trigger(
+        tmp_path, lost_after=10, seen=_deleted_for(10.0), attempt_deleted=True, missing_deadline=time.time() + 3600
+    )
     started = time.monotonic()
-    event = asyncio.run(_first(trigger))
-    assert event["view"] == "missing" and time.monotonic() - started >= 1.4
-    assert event["seen"]["mark"] == ATTEMPT_DELETED_MARK and event["seen"]["silent_for"] >= 10.0
+    event = asyncio.run(_first(trigger, timeout=15.0))
+    assert event["view"] == "missing" and time.monotonic() - started >= 2.4
+    assert event["seen"]["mark"] == _deleted_for(0)["mark"] and event["seen"]["silent_for"] >= 12.5
     assert event["seen"]["clock"] != "worker-x"  # re-based on the triggerer's own clock
     trigger.cancel_driver()
     assert not (tmp_path / "attempt").exists()
