@@ -5,10 +5,11 @@ Theory of operation
     DAG overrides to kill its worker. A trigger runs in the triggerer, which no DAG can subclass, so
     a trigger calls ``crash_when_armed(name)`` at its windows instead. A point is armed when the
     environment variable ``ZETA_CRASH_POINTS`` names a directory (the test harness sets it for
-    every component of its clusters) and a file called ``name`` exists there. The call removes the
-    file (one shot: the restarted component runs on) and kills the whole component — every process
-    of its session, the triggerer's supervisor and its trigger runner alike — with SIGKILL, at the
-    next pass of the running event loop: the caller has by then handed over what it yields next,
+    every component of its clusters) and a file called ``name`` exists there whose text is the
+    caller's key (the run id: on a cluster shared by many tests only the armed run's trigger
+    fires). The call removes the file (one shot: the restarted component runs on) and kills the
+    caller's process group — in the triggerer, its supervisor and its trigger runner alike — with
+    SIGKILL, at the next pass of the running event loop: the caller has by then handed over what it yields next,
     and nothing of it has reached the metadata database (the runner sends events to its supervisor
     in batches, the supervisor writes them).
 
@@ -32,31 +33,31 @@ READY_SUCCESS_EVENT = "ready_to_close.success_event"
 DRIVER_EVENT = "driver.event"
 
 
-def _take(name: str) -> bool:
-    """True once per arming: the point's file existed and is now removed."""
+def _take(name: str, key: str) -> bool:
+    """True once per arming: the point's file named ``key`` and is now removed."""
     folder = os.environ.get(ENV_VAR)
     if not folder:
         return False
+    armed = Path(folder) / name
     try:
-        (Path(folder) / name).unlink()
+        if armed.read_text().strip() != key:
+            return False
+        armed.unlink()
     except FileNotFoundError:
         return False
     return True
 
 
 def _kill_component() -> None:
-    # The component's processes share its session (the harness starts each with a new session);
-    # the trigger runner may sit in a process group of its own within it.
-    for group in {os.getsid(0), os.getpgrp()}:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except OSError:
-            pass
+    # The harness starts each component as a process group of its own (a new session); the
+    # triggerer's supervisor and its trigger runner share it. Only that group: never a session
+    # or a group the caller does not lead (a task runner under the LocalExecutor has its own).
+    os.killpg(os.getpgrp(), signal.SIGKILL)
     os._exit(137)
 
 
-def crash_when_armed(name: str) -> None:
-    """Kill this component at the next pass of the event loop if ``name`` is armed."""
-    if _take(name):
+def crash_when_armed(name: str, key: str) -> None:
+    """Kill this component at the next pass of the event loop if ``name`` is armed for ``key``."""
+    if _take(name, key):
         print(f"[zeta] crash point {name} armed: killing this component", flush=True)
         asyncio.get_running_loop().call_soon(_kill_component)

@@ -276,9 +276,9 @@ def test_pipeline_survives_random_kills_with_a_reprocessing_backfill(fake_driver
     assert report.violations == [], report.violations
 
 
-def _crash_triggerer_at(cluster, point: str, action) -> None:
-    """Arm ``point``, do ``action``, and wait until the triggerer killed itself there; restart it."""
-    armed = cluster.arm_crash_point(point)
+def _crash_triggerer_at(cluster, point: str, run_id: str, action) -> None:
+    """Arm ``point`` for ``run_id``, do ``action``, and wait until the triggerer killed itself there."""
+    armed = cluster.arm_crash_point(point, run_id)
     try:
         action()
         cluster.wait_for(lambda: not armed.exists(), 240, f"the triggerer to reach crash point {point}", interval=0.5)
@@ -303,7 +303,7 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     try:
         run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
         cluster.wait_for(lambda: len(launches(log)) == 3, 180, "three drivers launched")
-        _crash_triggerer_at(cluster, "driver.event", lambda: (release / "alpha").write_text("go"))
+        _crash_triggerer_at(cluster, "driver.event", run_id, lambda: (release / "alpha").write_text("go"))
         deploy = cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")
         assert deploy["state"] == "deferred", deploy  # the event died with the triggerer
         cluster.start_component("triggerer")
@@ -313,7 +313,7 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
             for source in ("beta", "gamma"):
                 (release / source).write_text("go")
 
-        _crash_triggerer_at(cluster, "ready_to_close.success_event", release_the_rest)
+        _crash_triggerer_at(cluster, "ready_to_close.success_event", run_id, release_the_rest)
         sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
         assert (sensor["state"], sensor["try_number"]) == ("deferred", 1), sensor
     finally:

@@ -592,11 +592,11 @@ class AirflowCluster:
         drivers it launched, or the triggerer); returns their PIDs. ``host(name).killed_at`` tells when."""
         return self.host(name).kill()
 
-    def arm_crash_point(self, name: str) -> Path:
-        """Arm the named crash point (``airflow_provider_zeta.crash_points``) once; the returned
-        file disappears when a component reaches the point and kills itself."""
+    def arm_crash_point(self, name: str, run_id: str) -> Path:
+        """Arm the named crash point (``airflow_provider_zeta.crash_points``) once, for the triggers
+        of ``run_id``; the returned file disappears when one reaches the point and kills its component."""
         armed = self.crash_points / name
-        armed.write_text("armed by the test\n")
+        armed.write_text(f"{run_id}\n")
         return armed
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:

@@ -232,7 +232,7 @@ class ZetaDriverTrigger(BaseTrigger):
                     event["driver_output_offset"] = output.offset
                 # A triggerer killed now loses the event; the trigger runs again from its kwargs on
                 # the next triggerer and reads the same ledger.
-                crash_when_armed(DRIVER_EVENT)
+                crash_when_armed(DRIVER_EVENT, str((self.task_key or {}).get("run_id")))
                 yield TriggerEvent(event)
                 return
             pacer.looked(time.monotonic(), signature)

@@ -125,7 +125,7 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # evaluation is this moment's: a source cleared before it is not counted ready.
                 # A triggerer killed now loses the event before it is stored; the trigger then
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
-                crash_when_armed(READY_SUCCESS_EVENT)
+                crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
                 yield TaskSuccessEvent(xcoms={"return_value": evaluation.ready_set(self.incarnation)})
                 return
             if evaluation.verdict is not Verdict.WAITING:

@@ -9,15 +9,16 @@ from airflow_provider_zeta import crash_points
 
 def test_an_armed_point_fires_once_at_the_next_pass_of_the_loop(tmp_path, monkeypatch):
     monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
-    (tmp_path / "some.point").write_text("armed")
+    (tmp_path / "some.point").write_text("run-1\n")
     order: list[str] = []
     monkeypatch.setattr(crash_points, "_kill_component", lambda: order.append("killed"))
 
     async def emitter():
-        crash_points.crash_when_armed("some.point")
+        crash_points.crash_when_armed("some.point", "run-2")  # armed for another run
+        crash_points.crash_when_armed("some.point", "run-1")
         order.append("handed over")  # what the caller does before its next suspension
         await asyncio.sleep(0)
-        crash_points.crash_when_armed("some.point")  # disarmed by the first call
+        crash_points.crash_when_armed("some.point", "run-1")  # disarmed by the first call
         await asyncio.sleep(0)
 
     asyncio.run(emitter())
@@ -27,12 +28,12 @@ def test_an_armed_point_fires_once_at_the_next_pass_of_the_loop(tmp_path, monkey
 
 def test_nothing_fires_without_the_environment_or_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(crash_points, "_kill_component", lambda: (_ for _ in ()).throw(AssertionError("killed")))
-    (tmp_path / "some.point").write_text("armed")
+    (tmp_path / "some.point").write_text("run-1\n")
 
     async def emitter():
-        crash_points.crash_when_armed("some.point")  # no ZETA_CRASH_POINTS: production
+        crash_points.crash_when_armed("some.point", "run-1")  # no ZETA_CRASH_POINTS: production
         monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
-        crash_points.crash_when_armed("other.point")  # armed directory, another point
+        crash_points.crash_when_armed("other.point", "run-1")  # armed directory, another point
         await asyncio.sleep(0)
 
     monkeypatch.delenv(crash_points.ENV_VAR, raising=False)
