@@ -9,9 +9,9 @@ Theory of operation
     caller's key (the run id: on a cluster shared by many tests only the armed run's trigger
     fires). The call removes the file (one shot: the restarted component runs on) and kills the
     caller's process group — in the triggerer, its supervisor and its trigger runner alike — with
-    SIGKILL, at the next pass of the running event loop: the caller has by then handed over what it yields next,
-    and nothing of it has reached the metadata database (the runner sends events to its supervisor
-    in batches, the supervisor writes them).
+    SIGKILL, at the next pass of the running event loop: the caller has by then handed over what
+    it yields next, and nothing of it has reached the metadata database (the runner sends events to
+    its supervisor in batches, the supervisor writes them).
 
 What it does not do
     Anything in production: without ``ZETA_CRASH_POINTS`` a call costs one environment lookup.

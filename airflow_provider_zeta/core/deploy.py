@@ -688,6 +688,7 @@ def trigger_should_fire(
     stopped_after: float = float("inf"),
     process_gone: bool = False,
     timeout_at: float | None = None,
+    attempt_deleted: bool = False,
 ) -> bool:
     """The driver trigger's rule: wake the task for anything but a live driver or a young launch.
 
@@ -702,9 +703,17 @@ def trigger_should_fire(
 
     ``timeout_at``: the driver's ``job_deadline``; a driver that may still run wakes the task once
     it has passed (the task then stops it, ``job_timeout``).
+
+    ``attempt_deleted``: the task waits until the deleted attempt of an earlier incarnation has been
+    seen deleted for ``stopped_after`` (``earlier_incarnation_cleanup_wait``; ``unchanged_for`` is
+    that count, carried on from the task's). It wakes the task once the count gets there — the
+    ``missing_deadline``, a moment on the task host's clock, is only a fallback — and at once if the
+    attempt has files again (a late claim: the task decides anew).
     """
     if view is LedgerView.INVISIBLE:
         return True
+    if attempt_deleted:
+        return view is not LedgerView.MISSING or unchanged_for >= stopped_after or now >= missing_deadline
     if timeout_at is not None and now >= timeout_at and not wait_for_stop:
         return True
     if view is LedgerView.MISSING:

@@ -393,8 +393,9 @@ class ZetaSparkJobOperator(BaseOperator):
                     root_id = state_root_identity(storage, create=False)
             if isinstance(ledger, Ledger):
                 silent = self._heartbeat_silence(store, record.token, ledger.heartbeat_mark, event)
-            elif root_id is not None and root_id == record.state_root_id:
-                # Deleted from the root it was launched to: how long, measured like a silence.
+            elif intent_visible is False:
+                # Nothing of the attempt visible: how long, measured like a silence (the table
+                # reads it only for an attempt deleted from the root it was launched to).
                 mark = attempt_deleted_mark(self._incarnation(context))
                 deleted_for = self._heartbeat_silence(store, record.token, mark, event)
         return DeployObservation(

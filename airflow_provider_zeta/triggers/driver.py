@@ -31,9 +31,10 @@ How it works
     wrote (``intent_expected``) means this triggerer does not share ``[zeta] state_root``: the
     event says so at once and the task fails, launching nothing. With ``attempt_deleted`` (the task
     found the attempt of an earlier incarnation deleted by its run's cleanup, on the very root it
-    was launched to) the trigger measures how long it stays deleted, like a silent heartbeat
-    (``core.ledger.ATTEMPT_DELETED_MARK``), wakes the task at ``missing_deadline`` and writes
-    nothing into the attempt, not even on ``on_kill``.
+    was launched to) the trigger counts on how long it stays deleted, like a silent heartbeat
+    (``core.ledger.attempt_deleted_mark``, carried on from the task's count), wakes the task once
+    that count reaches the wait (``missing_deadline`` is only a fallback) and writes nothing into
+    the attempt, not even on ``on_kill``.
 
 What it does not do
     It makes no coordination decision itself, and it never cancels a driver when the triggerer
@@ -62,8 +63,8 @@ from airflow_provider_zeta.core.ledger import (
     parse_ledger,
 )
 from airflow_provider_zeta.core.pacing import Pacer
-from airflow_provider_zeta.crash_points import DRIVER_EVENT, crash_when_armed
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
+from airflow_provider_zeta.crash_points import DRIVER_EVENT, crash_when_armed
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until, wait_for_full_look
@@ -177,11 +178,8 @@ class ZetaDriverTrigger(BaseTrigger):
             stopped_after=Timing(self.lost_after, self.lost_after).stopped_after,
             process_gone=process_gone,
             timeout_at=self.timeout_at,
+            attempt_deleted=self.attempt_deleted,
         )
-        if self.attempt_deleted:
-            # Wake the task once this count reaches the wait (the deadline is a fallback), or at
-            # once if the deleted attempt has files again (a late claim): the task decides anew.
-            fire = fire or view is not LedgerView.MISSING or silent >= Timing(self.lost_after, self.lost_after).stopped_after
         if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
             detail = f"{detail}; job_timeout reached".lstrip("; ")
         return view, detail, fire, silent

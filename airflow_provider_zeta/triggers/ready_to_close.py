@@ -4,8 +4,8 @@ Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
 every ``READY_WATCH_TICK`` (1 s), shows a new terminal ledger; the API is then asked every 0.5 s
 for 10 s, while the deploy task that reports it resumes and ends — and otherwise on a backoff from
-1 s up to ``poll_interval`` (``core.pacing``). Its kwargs hold the absolute ``deadline`` and the reports the sensor already
-verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
+1 s up to ``poll_interval`` (``core.pacing``). Its kwargs hold the absolute ``deadline`` and the
+reports the sensor already verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
 one task-state call plus one XCom and one ledger read per source that finished since the previous
 poll. It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
 not with changes × sources.
@@ -27,8 +27,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.core.pacing import Pacer
-from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.core.ready import Verdict
+from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
 
 #: How often the trigger lists which drivers of its unreported sources ended (a listing and a

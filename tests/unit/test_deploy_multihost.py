@@ -135,6 +135,17 @@ def test_trigger_waiting_for_stop_wakes_only_once_the_driver_certainly_stopped()
     assert trigger_should_fire(LedgerView.INVISIBLE, NOW, NOW + 100)
 
 
+def test_trigger_waiting_on_a_deleted_attempt_wakes_on_its_own_count_not_on_a_clock():
+    # earlier_incarnation_cleanup_wait: the count (carried on from the task's, on the triggerer's
+    # own clock) decides; the deadline, a moment on the task host's clock, is a far fallback.
+    kw = dict(attempt_deleted=True, stopped_after=TIMING.stopped_after)
+    assert not trigger_should_fire(LedgerView.MISSING, NOW, NOW + 100, unchanged_for=TIMING.stopped_after - 1, **kw)
+    assert trigger_should_fire(LedgerView.MISSING, NOW, NOW + 100, unchanged_for=TIMING.stopped_after, **kw)
+    assert trigger_should_fire(LedgerView.MISSING, NOW, NOW - 1, unchanged_for=0, **kw)  # the fallback
+    # Files again (a late claim): the task decides anew at once, even on a live-looking ledger.
+    assert trigger_should_fire(LedgerView.RUNNING, NOW, NOW + 100, unchanged_for=0, **kw)
+
+
 # -- item 1: detection instead of duplication ----------------------------------------------------
 
 
