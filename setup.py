@@ -48,6 +48,8 @@ setup(
         "test": [
             "pytest>=8",
             "pytest-timeout>=2.3",
+            # Two test processes (pytest.ini): the real tests mostly wait on Airflow and Spark.
+            "pytest-xdist>=3.6",
             # The metadata DB drivers Airflow uses for PostgreSQL (sync and async engines).
             "psycopg2-binary>=2.9",
             "asyncpg>=0.29",

@@ -21,6 +21,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -51,6 +52,23 @@ def db_kind(request) -> str:
     return request.param
 
 
+def shared_cluster_of(item) -> str | None:
+    """The DB kind of the session's fake-driver cluster that ``item`` runs on, if any."""
+    if "fake_driver_cluster" not in getattr(item, "fixturenames", ()):
+        return None
+    return item.callspec.params["fake_driver_cluster"]
+
+
+def pytest_itemcollected(item):
+    """Tests on one shared cluster form one xdist group (``--dist loadgroup`` in pytest.ini): they
+    run in one test process, one after the other, so that process starts the cluster once. xdist
+    hands out the largest groups first; a module-scoped cluster is grouped by its module's
+    ``pytestmark``."""
+    kind = shared_cluster_of(item)
+    if kind is not None:
+        item.add_marker(pytest.mark.xdist_group(f"fake_driver_cluster_{kind}"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip), and
@@ -66,9 +84,7 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=dropped)
 
     def shared_cluster_kind(item) -> int:
-        if "fake_driver_cluster" not in getattr(item, "fixturenames", ()):
-            return 0
-        return 1 if item.callspec.params["fake_driver_cluster"] == "sqlite" else 2
+        return {None: 0, "sqlite": 1}.get(shared_cluster_of(item), 2)
 
     items[:] = sorted(keep, key=shared_cluster_kind)  # stable: each group keeps pytest's order
 
@@ -185,8 +201,32 @@ def fake_driver_cluster(request):
     db_kind = request.param
     failures_before = request.session.testsfailed
     cluster = _start(PROJECT_ROOT / "tests" / "dags", db_kind, extra_env=spark_env(fake=True))
+
+    def stop() -> None:
+        if SHARED_CLUSTER_STOPS.pop(db_kind, None) is not None:
+            _finish(cluster, request.session.testsfailed > failures_before, f"fake_driver_cluster[{db_kind}]")
+
+    SHARED_CLUSTER_STOPS[db_kind] = stop
     yield cluster
-    _finish(cluster, request.session.testsfailed > failures_before, f"fake_driver_cluster[{db_kind}]")
+    stop()
+
+
+#: Stops a running shared fake-driver cluster, by DB kind (each stops once).
+SHARED_CLUSTER_STOPS: dict[str, Callable[[], None]] = {}
+
+
+@pytest.hookimpl(wrapper=True, trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop a shared cluster as soon as its last test is done: under xdist its group may run first
+    in its test process, and a cluster left running until that process ends would take CPU from
+    every later test there. (Its tests run one after the other, so none comes back to it.)"""
+    result = yield
+    kind = shared_cluster_of(item)
+    if kind is not None and (nextitem is None or shared_cluster_of(nextitem) != kind):
+        stop = SHARED_CLUSTER_STOPS.get(kind)
+        if stop is not None:
+            stop()
+    return result
 
 
 # The pipelines of tests/dags (each with its cleanup). The cluster also runs bare deploy tasks

@@ -37,6 +37,9 @@ from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
 from airflow_provider_zeta.testing.cluster import AirflowCluster
 from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
 
+# One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).
+pytestmark = pytest.mark.xdist_group("monitoring_cluster")
+
 DAGS = PROJECT_ROOT / "tests" / "dags_monitor"
 PIPELINE, OTHER, STREAMING, SECRETS = "monitor_pipeline", "monitor_other", "monitor_streaming", "monitor_secrets"
 SECRET = "hunter2-zeta-secret"

@@ -50,6 +50,9 @@ from airflow_provider_zeta.testing.published import read_partition
 from airflow_provider_zeta.testing.spark_standalone import SparkStandaloneCluster
 from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require_postgres
 
+# One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).
+pytestmark = pytest.mark.xdist_group("multi_host_cluster")
+
 DAG_ID = "pipeline_hosts"
 SOURCES = ("north", "south")
 RETENTION_S = 5
