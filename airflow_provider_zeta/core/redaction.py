@@ -44,6 +44,7 @@ on a 64 KiB adversarial input.
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 MASK = "***"
 
@@ -269,3 +270,59 @@ def _key_value_span(text: str, after_key: int, in_query: bool) -> tuple[int, int
         return (j, stop, "") if stop > j else None
     end = _line_end(text, j)
     return (j, end, "") if end > j else None
+
+
+def driver_secret_values(
+    env_vars: Mapping[str, object],
+    conf: Mapping[str, object],
+    application_args: Sequence[object],
+    connections: Iterable[Mapping[str, Any]],
+    sensitive: Callable[[str], bool] = is_sensitive_key,
+) -> list[str]:
+    """The secret values a driver is handed at launch, for Airflow's masker to replace by value.
+
+    A job may print any of them bare (``print(os.environ["API_TOKEN"])``), where no pattern can
+    tell them from other text. They are: the values of ``env_vars`` and ``conf`` entries whose name
+    is ``sensitive`` (the deploy passes Airflow's ``sensitive_var_conn_names`` test or this
+    module's key test); in ``application_args`` the word after a sensitive flag
+    (``--api-token x``) and ``x`` of ``--api-token=x``; the password of every connection the driver
+    can reach and its extra's values under sensitive keys (nested too). Sorted, without repeats
+    or empty values.
+    """
+    found: set[str] = set()
+
+    def add_sensitive(mapping: Mapping[str, object], all_secret: bool = False) -> None:
+        for name, value in mapping.items():
+            secret = all_secret or sensitive(str(name))
+            for leaf in _leaves(value, secret, add_sensitive):
+                found.add(leaf)
+
+    add_sensitive(env_vars)
+    add_sensitive(conf)
+    args = [str(arg) for arg in application_args]
+    for index, arg in enumerate(args):
+        following = args[index + 1] if index + 1 < len(args) else None
+        flag, has_value, inline = arg.partition("=")
+        if not flag.startswith("-") or not sensitive(flag.lstrip("-")):
+            continue
+        value = inline if has_value else following
+        if value and not (not has_value and value.startswith("-")):
+            found.add(value)
+    for connection in connections:
+        if connection.get("password"):
+            found.add(str(connection["password"]))
+        add_sensitive(connection.get("extra") or {})
+    return sorted(found)
+
+
+def _leaves(value: object, secret: bool, walk: Callable[[Mapping[str, object], bool], None]) -> list[str]:
+    """The scalar values under one entry that are secret (a mapping is walked by its own keys,
+    everything under a sensitive name is secret); booleans and empty values never are."""
+    if isinstance(value, Mapping):
+        walk(value, secret)
+        return []
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item, secret, walk)]
+    if not secret or value is None or isinstance(value, bool) or value == "":
+        return []
+    return [str(value)]

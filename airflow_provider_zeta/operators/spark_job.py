@@ -448,7 +448,25 @@ class ZetaSparkJobOperator(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         if event:
             self.log.info("zeta.deploy: woken by the driver trigger: %s", event)
+            self._log_rest_of_driver_output(context, event)
         return self._drive(context, event)
+
+    def _log_rest_of_driver_output(self, context: Context, event: dict[str, Any]) -> None:
+        """The trigger streamed the driver's output up to ``driver_output_offset``; what the driver
+        wrote after (its trigger drains about 1 MiB at the end) goes into this try's log now."""
+        from airflow_provider_zeta.triggers.driver_output import DriverOutput, drain_in_worker, worker_conn_ids
+
+        offset, token = event.get("driver_output_offset"), event.get("token")
+        if offset is None or not token:
+            return
+        try:
+            settings, *_ = self._settings()
+            output = DriverOutput(
+                settings.state_root, attempt_dir(*self._key(context), token), int(offset), worker_conn_ids(self.conn_id, self.env_vars)
+            )
+            drain_in_worker(output, self.env_vars, self.conf, self.application_args, self.log)
+        except Exception:  # the output is a convenience: never fail the try over it
+            self.log.exception("zeta.deploy: could not log the rest of the driver's output")
 
     def failure_window(self, name: str, context: Context) -> None:
         """Called at each named point where a crash changes what the next try finds.
@@ -705,7 +723,7 @@ class ZetaSparkJobOperator(BaseOperator):
             intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,
             attempt_deleted=deleted,
             # h15: output in the task log (none for a deleted attempt: reading it would write there)
-            driver_output=None if deleted else driver_output_kwargs(self.conn_id, self.env_vars),
+            driver_output=None if deleted else driver_output_kwargs(self.conn_id, self.env_vars, self.conf, self.application_args, self.log),
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
         )

@@ -13,7 +13,11 @@ How it works
       can reach — the operator's Spark connection and each ``AIRFLOW_CONN_*`` in the driver's
       environment (``connections_visible_to_driver``) — through the Task SDK, which registers their
       passwords and extras, and the extras' values whose keys ``[core] sensitive_var_conn_names``
-      names, with Airflow's masker. Each line is also passed through ``core.redaction.redact``
+      names, with Airflow's masker. The values only the worker knows (a connection defined in its
+      environment or in ``env_vars``, sensitive ``env_vars``/``conf`` entries and flags,
+      ``core.redaction.driver_secret_values``) come sealed with Airflow's Fernet key in the kwargs
+      (``seal_driver_secrets``), which Airflow stores unencrypted, and are registered too. Each
+      line is also passed through ``core.redaction.redact``
       (credentials that look like credentials, e.g. a key the job made up), so what reaches the log
       is masked twice: by value (Airflow) and by form (the provider).
     * **Bounded.** One poll reads at most ``max_bytes`` (64 KiB) and logs only complete lines; a
@@ -39,10 +43,12 @@ What it does not do
 
 from __future__ import annotations
 
+import json
+import logging
 import os
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from airflow_provider_zeta.core.redaction import MASK, PEM_BEGIN, PEM_END, redact
+from airflow_provider_zeta.core.redaction import MASK, PEM_BEGIN, PEM_END, driver_secret_values, is_sensitive_key, redact
 
 DRIVER_LOG = "driver.log"
 OFFSET_FILE = "driver.log.offset"
@@ -50,6 +56,7 @@ MAX_BYTES_PER_POLL = 64 * 1024
 MAX_LINE = 8 * 1024
 LINE_PREFIX = "[driver] "
 CONN_ENV_PREFIX = "AIRFLOW_CONN_"
+_log = logging.getLogger(__name__)
 
 
 def connections_visible_to_driver(conn_id: str | None, environment: Mapping[str, str]) -> list[str]:
@@ -96,6 +103,7 @@ class DriverOutput:
         attempt_dir: str,
         offset: int = 0,
         conn_ids: Iterable[str] = (),
+        sealed_secrets: str | None = None,
         max_bytes: int = MAX_BYTES_PER_POLL,
         max_line: int = MAX_LINE,
     ) -> None:
@@ -103,6 +111,7 @@ class DriverOutput:
         self.attempt_dir = attempt_dir
         self.offset = max(0, int(offset))
         self.conn_ids = list(conn_ids)
+        self.sealed_secrets = sealed_secrets
         self.max_bytes = max_bytes
         self.max_line = max_line
         self._attempt = None
@@ -118,10 +127,12 @@ class DriverOutput:
     def from_kwargs(cls, state_root: str, attempt_dir: str, kwargs: Mapping[str, Any] | None) -> DriverOutput | None:
         if not kwargs:
             return None
-        return cls(state_root, attempt_dir, int(kwargs.get("offset") or 0), kwargs.get("conn_ids") or ())
+        return cls(
+            state_root, attempt_dir, int(kwargs.get("offset") or 0), kwargs.get("conn_ids") or (), kwargs.get("sealed_secrets")
+        )
 
     def to_kwargs(self) -> dict[str, Any]:
-        return {"offset": self.offset, "conn_ids": list(self.conn_ids)}
+        return {"offset": self.offset, "conn_ids": list(self.conn_ids), "sealed_secrets": self.sealed_secrets}
 
     async def register_secrets(self, log) -> None:
         """Let Airflow's masker know the secrets of every connection the driver can reach."""
@@ -133,6 +144,20 @@ class DriverOutput:
                 await connection.aextra_dejson()  # masks extra values under sensitive key names
             except Exception as error:  # an unknown id in the environment is not an error here
                 log.info("zeta.driver_output: connection %r not registered for masking: %s", conn_id, type(error).__name__)
+        if self.sealed_secrets:
+            from airflow.sdk.log import mask_secret
+
+            try:
+                values = unseal_secrets(self.sealed_secrets)
+            except Exception as error:  # a triggerer without the workers' [core] fernet_key
+                log.warning(
+                    "zeta.driver_output: the secret values the deploy task handed over cannot be decrypted here "
+                    "(%s; does this triggerer have the workers' [core] fernet_key?): they are not masked by value",
+                    type(error).__name__,
+                )
+                return
+            for value in values:
+                mask_secret(value)
 
     def _storage(self):
         if self._attempt is None:
@@ -226,7 +251,118 @@ def log_lines(log, token: str, lines: Iterable[str]) -> None:
         log.info("%s%s", LINE_PREFIX, line)
 
 
-def driver_output_kwargs(conn_id: str | None, env_vars: Mapping[str, str] | None) -> dict[str, Any]:
-    """The ``driver_output`` kwargs of a new ``ZetaDriverTrigger`` (the operator's call site)."""
-    environment = {**os.environ, **(env_vars or {})}
-    return {"offset": 0, "conn_ids": connections_visible_to_driver(conn_id, environment)}
+def driver_output_kwargs(
+    conn_id: str | None,
+    env_vars: Mapping[str, str] | None,
+    conf: Mapping[str, Any] | None = None,
+    application_args: Sequence[Any] = (),
+    log=None,
+) -> dict[str, Any]:
+    """The ``driver_output`` kwargs of a new ``ZetaDriverTrigger`` (the operator's call site, in
+    the worker): the connections the triggerer should look up itself, and the secret values only
+    the worker knows, sealed (``seal_driver_secrets``)."""
+    conn_ids = worker_conn_ids(conn_id, env_vars)
+    sealed = seal_driver_secrets(conn_ids, env_vars or {}, conf or {}, application_args, log or _log)
+    return {"offset": 0, "conn_ids": conn_ids, "sealed_secrets": sealed}
+
+
+def worker_conn_ids(conn_id: str | None, env_vars: Mapping[str, str] | None) -> list[str]:
+    """The connections the driver can reach, seen from the worker that launches it."""
+    return connections_visible_to_driver(conn_id, {**os.environ, **(env_vars or {})})
+
+
+def seal_driver_secrets(
+    conn_ids: Iterable[str], env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
+) -> str | None:
+    """The driver's secret values (``core.redaction.driver_secret_values``) as the worker sees them,
+    encrypted with Airflow's Fernet key, for the trigger to register with the triggerer's masker.
+
+    The worker may know more than the triggerer: a connection defined only in its environment or in
+    ``env_vars``, the values of ``env_vars`` and ``conf``. Trigger kwargs of a task deferred from
+    a worker are stored unencrypted in the metadata database, so the values travel only as a Fernet
+    token (as Airflow stores connection passwords); a worker without ``[core] fernet_key`` hands
+    over nothing and says so.
+    """
+    from airflow.sdk.crypto import get_fernet
+
+    values = worker_secret_values(conn_ids, env_vars, conf, application_args, log)
+    if not values:
+        return None
+    fernet = get_fernet()
+    if not fernet.is_encrypted:
+        log.warning(
+            "zeta.driver_output: no [core] fernet_key on this worker: %d secret value(s) of env_vars, conf, "
+            "application_args or worker-only connections are not handed to the triggerer, which cannot mask "
+            "them by value in the driver's output",
+            len(values),
+        )
+        return None
+    return fernet.encrypt(json.dumps(values).encode()).decode()
+
+
+def worker_secret_values(
+    conn_ids: Iterable[str], env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
+) -> list[str]:
+    """``core.redaction.driver_secret_values`` with the connections as this worker resolves them
+    (reading one registers its secrets with this process's masker)."""
+    connections = []
+    for conn_id in conn_ids:
+        try:
+            connection = _worker_connection(conn_id, env_vars)
+            connections.append({"password": connection.password, "extra": connection.extra_dejson})
+        except Exception as error:  # an unknown id in the environment is not an error here
+            log.info("zeta.driver_output: connection %r not read in the worker for masking: %s", conn_id, type(error).__name__)
+    return driver_secret_values(env_vars, conf, application_args, connections, _sensitive_name)
+
+
+#: Slices (``MAX_BYTES_PER_POLL`` each) the resumed deploy task reads of an ended driver's output
+#: that its trigger left (the trigger drains ``drain``'s 16 at most): 64 MiB.
+WORKER_DRAIN_POLLS = 1024
+
+
+def drain_in_worker(
+    output: DriverOutput, env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
+) -> None:
+    """Log what the trigger left of the driver's output into the resumed task's log, masked by this
+    worker's masker (told every secret value the driver was handed) and by form; the offset file
+    moves on, so nothing is logged twice. Past ``WORKER_DRAIN_POLLS`` slices a line says where
+    the rest is."""
+    from airflow.sdk.log import mask_secret
+
+    for value in worker_secret_values(output.conn_ids, env_vars, conf, application_args, log):
+        mask_secret(value)
+    for _ in range(WORKER_DRAIN_POLLS):
+        batch = output.poll(final=True)
+        if not batch:
+            return
+        log_lines(log, "", batch)
+    log_lines(log, "", [f"(driver output past {WORKER_DRAIN_POLLS * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
+
+
+def unseal_secrets(sealed: str) -> list[str]:
+    """The values ``seal_driver_secrets`` sealed (raises when this process's Fernet key cannot)."""
+    from airflow.sdk.crypto import get_fernet
+
+    values = json.loads(get_fernet().decrypt(sealed.encode()))
+    return [str(value) for value in values]
+
+
+def _worker_connection(conn_id: str, env_vars: Mapping[str, str]):
+    """The connection as the driver sees it: from ``env_vars`` when the operator defines it there
+    (the worker's own environment may not), else as the worker resolves it."""
+    from airflow.sdk import BaseHook, Connection
+
+    defined = env_vars.get(f"{CONN_ENV_PREFIX}{conn_id.upper()}")
+    if defined is None:
+        return BaseHook.get_connection(conn_id)
+    if defined.lstrip().startswith("{"):
+        return Connection.from_json(defined, conn_id=conn_id)
+    return Connection.from_uri(defined, conn_id=conn_id)
+
+
+def _sensitive_name(name: str) -> bool:
+    """Sensitive by this provider's key test or by Airflow's (``[core] sensitive_var_conn_names``)."""
+    # The module Airflow names in place of the deprecated airflow.sdk.execution_time.secrets_masker.
+    from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
+
+    return is_sensitive_key(name) or bool(should_hide_value_for_key(name))

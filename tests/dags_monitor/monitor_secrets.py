@@ -21,4 +21,10 @@ with DAG(
         task_id="leaky",
         application=str(Path(__file__).resolve().parent / "jobs" / "leaky_job.py"),
         job_params={"lines_file": "{{ dag_run.conf['lines_file'] }}", "release_file": "{{ dag_run.conf['release_file'] }}"},
+        # Secrets only the worker knows (the triggerer cannot look them up): the job prints them
+        # bare; the deploy task hands them to the trigger sealed (tests/test_monitoring.py).
+        env_vars={
+            "LEAKY_API_TOKEN": "{{ dag_run.conf['worker_only_token'] }}",
+            "AIRFLOW_CONN_ZETA_WORKER_ONLY": '{"conn_type": "generic", "login": "w", "password": "{{ dag_run.conf["worker_only_password"] }}"}',
+        },
     )

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import os
 
 import pytest
@@ -11,7 +14,9 @@ from airflow_provider_zeta.triggers.driver_output import (
     OFFSET_FILE,
     DriverOutput,
     connections_visible_to_driver,
+    driver_output_kwargs,
     split_lines,
+    unseal_secrets,
 )
 
 ATTEMPT = "runs/d/r/attempts/t/-1/tok"
@@ -162,3 +167,135 @@ def test_a_private_key_block_over_several_lines_and_polls_is_masked(state):
     shown = "\n".join(first + second)
     assert "SECRET1" not in shown and "SECRET2" not in shown, shown
     assert "key follows" in shown and "after the key" in shown and "-----END PRIVATE KEY-----" in shown
+
+
+# ------------------------------------------------------------------ secrets only the worker knows
+
+
+@pytest.fixture
+def fernet_key(monkeypatch):
+    from cryptography.fernet import Fernet
+
+    from airflow.sdk.crypto import get_fernet
+
+    key = Fernet.generate_key().decode()
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", key)
+    get_fernet.cache_clear()
+    yield key
+    get_fernet.cache_clear()
+
+
+WORKER_ONLY_SECRETS = {
+    "env": "env-Token-4f9a2c",
+    "conf": "conf-S3secret-77d1",
+    "arg": "arg-Jdbc-pw-9e3b",
+    "json_conn": "json-Conn-pw-5c2e",
+    "uri_conn": "uri-Conn-pw-8a4d",
+    "extra": "extra-Sas-3b7f",
+}
+
+
+def worker_only_launch() -> dict:
+    s = WORKER_ONLY_SECRETS
+    return {
+        "env_vars": {
+            "LEAKY_API_TOKEN": s["env"],
+            "REGION": "eu-west-1",
+            "AIRFLOW_CONN_WORKER_JSON": json.dumps({"conn_type": "generic", "password": s["json_conn"], "extra": {"sas_token": s["extra"]}}),
+            "AIRFLOW_CONN_WORKER_URI": f"postgres://etl:{s['uri_conn']}@db.internal:5432/sales",
+        },
+        "conf": {"spark.hadoop.fs.s3a.secret.key": s["conf"], "spark.app.name": "sales"},
+        "application_args": ["--jdbc-password", s["arg"], "--date", "2026-01-01"],
+    }
+
+
+def test_secrets_only_the_worker_knows_reach_the_triggerers_masker_sealed(fernet_key, caplog):
+    """A connection defined only in the operator's env_vars, sensitive env_vars, conf entries and
+    flags: the triggerer cannot look any of them up, so the deploy task seals their values with
+    the Fernet key and the trigger registers them with Airflow's masker; the trigger kwargs, stored
+    unencrypted, never hold one in clear."""
+    from airflow.sdk._shared.secrets_masker import redact as airflow_redact
+    from airflow.sdk._shared.secrets_masker import reset_secrets_masker
+
+    launch = worker_only_launch()
+    kwargs = driver_output_kwargs("spark_default", launch["env_vars"], launch["conf"], launch["application_args"])
+    assert kwargs["conn_ids"] == ["spark_default", "worker_json", "worker_uri"]
+    stored = json.dumps(kwargs)
+    for secret in WORKER_ONLY_SECRETS.values():
+        assert secret not in stored
+    assert sorted(unseal_secrets(kwargs["sealed_secrets"])) == sorted(WORKER_ONLY_SECRETS.values())
+    assert "eu-west-1" not in unseal_secrets(kwargs["sealed_secrets"])
+
+    # The triggerer is another process: its masker knows nothing the worker registered.
+    reset_secrets_masker()
+    output = DriverOutput.from_kwargs("/nonexistent", ATTEMPT, kwargs)
+    for secret in WORKER_ONLY_SECRETS.values():  # not known to the masker before
+        assert secret in airflow_redact(f"x {secret} y")
+    asyncio.run(output.register_secrets(logging.getLogger("test")))
+    for secret in WORKER_ONLY_SECRETS.values():
+        assert secret not in airflow_redact(f"bare {secret} printed"), secret
+
+
+def test_without_a_fernet_key_the_worker_hands_over_nothing_and_says_so(monkeypatch, caplog):
+    from airflow.sdk.crypto import get_fernet
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "")
+    get_fernet.cache_clear()
+    try:
+        launch = worker_only_launch()
+        with caplog.at_level(logging.WARNING):
+            kwargs = driver_output_kwargs(None, launch["env_vars"], launch["conf"], launch["application_args"])
+    finally:
+        get_fernet.cache_clear()
+    assert kwargs["sealed_secrets"] is None
+    assert "no [core] fernet_key on this worker" in caplog.text
+    for secret in WORKER_ONLY_SECRETS.values():
+        assert secret not in json.dumps(kwargs)
+
+
+def test_a_triggerer_with_another_fernet_key_logs_why_it_cannot_mask_by_value(fernet_key, monkeypatch, caplog):
+    from cryptography.fernet import Fernet
+
+    from airflow.sdk.crypto import get_fernet
+
+    launch = worker_only_launch()
+    kwargs = driver_output_kwargs(None, launch["env_vars"], {}, [])
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
+    get_fernet.cache_clear()
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(DriverOutput.from_kwargs("/nonexistent", ATTEMPT, kwargs).register_secrets(logging.getLogger("test")))
+    assert "cannot be decrypted here" in caplog.text and "fernet_key" in caplog.text
+
+
+def test_the_resumed_task_logs_what_the_trigger_left_of_the_output_once_and_masked(state, fernet_key):
+    """The trigger drains about 1 MiB once the driver ended; the rest goes into the resumed try's
+    log (the worker's masker told every value the driver was handed), and a later reader repeats
+    nothing."""
+    from airflow.sdk._shared.secrets_masker import redact as airflow_redact
+    from airflow.sdk._shared.secrets_masker import reset_secrets_masker
+
+    from airflow_provider_zeta.triggers.driver_output import drain_in_worker
+
+    token = WORKER_ONLY_SECRETS["env"]
+    line_size = len(b"line 0000000 of a chatty driver\n")
+    filler = b"".join(b"line %07d of a chatty driver\n" % i for i in range(45_000))  # about 1.3 MiB
+    write(state, filler + f"the last line: {token}\n".encode())
+    trigger_side = reader(state)
+    assert trigger_side.drain()  # the trigger's final drain: bounded, so it stops short
+    assert 0 < trigger_side.offset < len(filler) and trigger_side.offset % line_size == 0
+    first_left = trigger_side.offset // line_size
+
+    reset_secrets_masker()  # the worker is another process than the triggerer
+    logged: list[str] = []
+
+    class Log:
+        def info(self, message, *args):
+            logged.append(airflow_redact(message % args))
+
+    launch = worker_only_launch()
+    worker_side = DriverOutput(str(state), ATTEMPT, trigger_side.offset)
+    drain_in_worker(worker_side, launch["env_vars"], launch["conf"], launch["application_args"], Log())
+    assert logged[-1] == "[driver] the last line: ***"
+    assert logged[0] == f"[driver] line {first_left:07d} of a chatty driver"
+    assert len(logged) == 45_000 - first_left + 1
+    assert reader(state).poll() == []  # the offset file moved on: nothing twice

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from airflow_provider_zeta.core.redaction import MASK, redact, redact_tail
+from airflow_provider_zeta.core.redaction import MASK, driver_secret_values, redact, redact_tail
 
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 AZURE_KEY = "Zm9vYmFyc2VjcmV0a2V5Zm9vYmFy+/=="
@@ -107,3 +107,22 @@ def test_redaction_is_linear_on_64_kib_adversarial_input(name):
     started = time.perf_counter()
     redact(text * 4)
     assert time.perf_counter() - started < 4.0
+
+
+@pytest.mark.parametrize(
+    "env_vars, conf, args, connections, expected",
+    [
+        ({"API_TOKEN": "t-1", "REGION": "eu"}, {}, [], [], ["t-1"]),
+        ({}, {"spark.hadoop.fs.s3a.secret.key": "s3-k", "spark.executor.memory": "2g"}, [], [], ["s3-k"]),
+        ({}, {"fs.azure.account.key.acct.dfs.core.windows.net": "az-k"}, [], [], ["az-k"]),
+        ({}, {}, ["--jdbc-password", "pw-1", "--date", "2026-01-01"], [], ["pw-1"]),
+        ({}, {}, ["--api-token=tok-2", "--token", "--next"], [], ["tok-2"]),
+        ({}, {}, ["-p", "pw-3"], [], []),  # "-p" is a form only the line masker knows (``-p pw``)
+        ({}, {}, [], [{"password": "cp-1", "extra": {"region": "eu", "sas_token": "sas-1"}}], ["cp-1", "sas-1"]),
+        ({}, {}, [], [{"password": None, "extra": {"credentials": {"client": "id-1", "nested": ["n-1", True]}}}], ["id-1", "n-1"]),
+        ({"PASSWORD": ""}, {"secret": None}, [], [{"password": ""}], []),
+    ],
+    ids=["env", "conf", "conf-account-key", "flag-word", "flag-inline", "dash-p", "connection", "nested-extra", "empty"],
+)
+def test_secret_values_a_driver_is_handed(env_vars, conf, args, connections, expected):
+    assert driver_secret_values(env_vars, conf, args, connections) == expected
