@@ -66,15 +66,28 @@ def pytest_itemcollected(item):
     ``pytestmark``."""
     kind = shared_cluster_of(item)
     if kind is not None:
+        if item.get_closest_marker("xdist_group") is not None:
+            # Two group names would be joined into a third group, splitting the shared cluster's tests.
+            raise pytest.UsageError(f"{item.nodeid}: a test on fake_driver_cluster cannot carry its own xdist_group")
         item.add_marker(pytest.mark.xdist_group(f"fake_driver_cluster_{kind}"))
+
+
+def replayable_id(item) -> str:
+    """The node id to run one test again: without the ``@<group>`` xdist appends under loadgroup."""
+    group = item.get_closest_marker("xdist_group")
+    nodeid = item.nodeid
+    if group is not None and group.args and nodeid.endswith(f"@{group.args[0]}"):
+        nodeid = nodeid[: -len(f"@{group.args[0]}")]
+    return nodeid
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip), and
     move the tests on the session's fake-driver clusters to the end, SQLite first: pytest has
-    already grouped them by DB kind (this runs after its reordering), and at the end the last
-    cluster stops with the session instead of idling beside the other tests."""
+    already grouped them by DB kind (this runs after its reordering). Under xdist this order only
+    keeps each group contiguous (xdist hands out the largest groups first); in one process
+    (``-n 0``) it keeps one such cluster running at a time."""
     keep, dropped = [], []
     for item in items:
         callspec = getattr(item, "callspec", None)
@@ -95,7 +108,7 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"zeta_report_{report.when}", report)
     seed = getattr(item, "zeta_seed", None)
     if report.failed and seed is not None:
-        replay = f"seed {seed}: replay with ZETA_CHAOS_SEED={seed} pytest '{item.nodeid}'"
+        replay = f"seed {seed}: replay with ZETA_CHAOS_SEED={seed} pytest -n 0 '{replayable_id(item)}'"
         report.sections.append(("seed", replay))
         kept = artifact_dir(item.nodeid)
         kept.mkdir(parents=True, exist_ok=True)
@@ -194,10 +207,11 @@ def airflow_cluster(request):
 
 @pytest.fixture(scope="session", params=DB_KINDS)
 def fake_driver_cluster(request):
-    """One cluster per DB kind for the whole session, on tests/dags, launching drivers through the
-    fake spark-submit. The tests using it run last, grouped by DB kind (``pytest_collection_modifyitems``
-    below), so one such cluster runs at a time and none idles beside the other tests. Each test uses
-    its own run dates and launch log; after a kill a test restarts the component before it ends."""
+    """One cluster per DB kind for the session, on tests/dags, launching drivers through the fake
+    spark-submit. Its tests are one xdist group (``pytest_itemcollected``), run one after the other
+    in one test process, which stops the cluster right after the last of them
+    (``pytest_runtest_teardown``). Each test uses its own run dates and launch log; after a kill a
+    test restarts the component before it ends."""
     db_kind = request.param
     failures_before = request.session.testsfailed
     cluster = _start(PROJECT_ROOT / "tests" / "dags", db_kind, extra_env=spark_env(fake=True))
@@ -220,13 +234,14 @@ def pytest_runtest_teardown(item, nextitem):
     """Stop a shared cluster as soon as its last test is done: under xdist its group may run first
     in its test process, and a cluster left running until that process ends would take CPU from
     every later test there. (Its tests run one after the other, so none comes back to it.)"""
-    result = yield
-    kind = shared_cluster_of(item)
-    if kind is not None and (nextitem is None or shared_cluster_of(nextitem) != kind):
-        stop = SHARED_CLUSTER_STOPS.get(kind)
-        if stop is not None:
-            stop()
-    return result
+    try:
+        return (yield)
+    finally:
+        kind = shared_cluster_of(item)
+        if kind is not None and (nextitem is None or shared_cluster_of(nextitem) != kind):
+            stop = SHARED_CLUSTER_STOPS.get(kind)
+            if stop is not None:
+                stop()
 
 
 # The pipelines of tests/dags (each with its cleanup). The cluster also runs bare deploy tasks
@@ -237,7 +252,13 @@ PIPELINE_DAGS = ("pipeline_counting", "pipeline_counting_daily")
 @pytest.fixture(autouse=True)
 def shared_cluster_left_whole(request):
     """After a test on the session's fake-driver cluster, every component is running again: a test
-    that failed between a kill and its restart must not fail every later test with it."""
+    that failed between a kill and its restart must not fail every later test with it. Before it,
+    the cluster must not have been stopped early (its group ran split: not under ``--dist loadgroup``)."""
+    kind = shared_cluster_of(request.node)
+    if kind is not None:
+        request.getfixturevalue("fake_driver_cluster")
+        if kind not in SHARED_CLUSTER_STOPS:
+            pytest.fail(f"fake_driver_cluster[{kind}] was stopped after its last test: run with --dist loadgroup or -n 0")
     yield
     if "fake_driver_cluster" not in request.fixturenames:
         return

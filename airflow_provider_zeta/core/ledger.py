@@ -165,6 +165,16 @@ class LedgerView(str, Enum):
     INVISIBLE = "invisible"
 
 
+#: Views after which the driver writes no more output: its task may read the rest of it to the
+#: end (a cut last line is complete). Any other wake-up leaves the output to the next trigger.
+OUTPUT_ENDED_VIEWS = frozenset({LedgerView.SUCCEEDED, LedgerView.FAILED, LedgerView.CANCELLED})
+
+
+def driver_output_ended(view: object) -> bool:
+    """Whether a driver trigger's event (its ``view``) says the driver's output is complete."""
+    return view in {v.value for v in OUTPUT_ENDED_VIEWS}
+
+
 def classify_ledger(
     ledger: Ledger | None,
     now: float,

@@ -85,6 +85,7 @@ from airflow_provider_zeta.core.ledger import (
     attempt_deleted_mark,
     attempt_record_key,
     continue_observation,
+    driver_output_ended,
     observe_heartbeat,
     parse_attempt_record,
     parse_ledger,
@@ -457,8 +458,8 @@ class ZetaSparkJobOperator(BaseOperator):
         from airflow_provider_zeta.triggers.driver_output import DriverOutput, drain_in_worker, worker_conn_ids
 
         offset, token = event.get("driver_output_offset"), event.get("token")
-        if offset is None or not token:
-            return
+        if offset is None or not token or not driver_output_ended(event.get("view")):
+            return  # a driver that may still write: the next trigger streams on from the offset
         try:
             settings, *_ = self._settings()
             output = DriverOutput(
@@ -485,6 +486,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 return outcome
             event = outcome.event
             self.log.info("zeta.deploy: woken by the driver watch: %s", event)
+            self._log_rest_of_driver_output(context, event)
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         # Said plainly before a partition spec's template fails on the missing ``ds``.
@@ -572,6 +574,10 @@ class ZetaSparkJobOperator(BaseOperator):
         ended = isinstance(observation.ledger, Ledger) and observation.ledger.status.terminal
         record = self._own_record(context, observation, failure_reported_try=observation.try_number)
         self._write_record(context, record.with_changes(driver_ended=record.driver_ended or ended))
+        from airflow_provider_zeta.triggers.driver_output import register_worker_secrets
+
+        # The tail goes into this try's log: this process's masker must know what the driver had.
+        register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
         tail = _log_tail(storage.child(attempt_dir(*self._key(context), decision.token or "")))
         raise AirflowException(f"[zeta.deploy.{decision.rule}] {decision.reason}{tail}")
 
@@ -689,7 +695,6 @@ class ZetaSparkJobOperator(BaseOperator):
         """Defer on the driver trigger; with ``deferrable=False`` run its loop here and return what it saw."""
         from airflow_provider_zeta.triggers import not_before
         from airflow_provider_zeta.triggers.driver import ZetaDriverTrigger
-        from airflow_provider_zeta.triggers.driver_output import driver_output_kwargs  # h15
 
         record = observation.record
         assert isinstance(record, AttemptRecord) and decision.token
@@ -723,7 +728,7 @@ class ZetaSparkJobOperator(BaseOperator):
             intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,
             attempt_deleted=deleted,
             # h15: output in the task log (none for a deleted attempt: reading it would write there)
-            driver_output=None if deleted else driver_output_kwargs(self.conn_id, self.env_vars, self.conf, self.application_args, self.log),
+            driver_output=None if deleted else self._driver_output_kwargs(),
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
         )
@@ -736,6 +741,16 @@ class ZetaSparkJobOperator(BaseOperator):
             finally:
                 self._waiting_trigger = None
         self.defer(trigger=trigger, method_name="execute_complete")
+
+    def _driver_output_kwargs(self) -> dict[str, Any]:
+        """The trigger's ``driver_output`` kwargs. Waiting here (``deferrable=False``), the trigger
+        runs in this process: the secret values go straight to this process's masker, unsealed."""
+        from airflow_provider_zeta.triggers.driver_output import driver_output_kwargs, register_worker_secrets
+
+        if self.deferrable:
+            return driver_output_kwargs(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
+        register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
+        return driver_output_kwargs(self.conn_id, self.env_vars, seal=False)
 
     def on_kill(self) -> None:
         """The task process is being killed while it runs on a worker (not while deferred).

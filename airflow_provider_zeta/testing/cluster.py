@@ -87,10 +87,35 @@ class ClusterError(RuntimeError):
     """The cluster did not reach the state a caller waited for; the message says what it saw."""
 
 
+_HANDED_OUT: set[int] = set()
+#: Where ``free_port`` picks: below Linux's ephemeral range (32768-60999), so an outgoing connection
+#: cannot take a picked port before the component binds it.
+PORT_RANGE = (20000, 32768)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, never one this process handed out before. Components bind it only seconds
+    later, so under pytest-xdist each test process takes only ports of its own residue class
+    (port % workers == worker index): two processes starting clusters at once never pick the same
+    port. (Not ``bind(0)``: Linux hands those out with a parity of its own.)"""
+    import random
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = (int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0) % workers
+    low, high = PORT_RANGE
+    for _ in range(1000):
+        port = random.randrange(low + index, high, workers)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise ClusterError(f"no free port in {low}-{high} of residue {index} mod {workers}")
 
 
 def postgres_available(server_url: str = POSTGRES_SERVER_URL) -> bool:

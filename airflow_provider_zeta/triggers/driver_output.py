@@ -145,7 +145,7 @@ class DriverOutput:
             except Exception as error:  # an unknown id in the environment is not an error here
                 log.info("zeta.driver_output: connection %r not registered for masking: %s", conn_id, type(error).__name__)
         if self.sealed_secrets:
-            from airflow.sdk.log import mask_secret
+            from airflow.sdk.log import amask_secret
 
             try:
                 values = unseal_secrets(self.sealed_secrets)
@@ -157,7 +157,7 @@ class DriverOutput:
                 )
                 return
             for value in values:
-                mask_secret(value)
+                await amask_secret(value)
 
     def _storage(self):
         if self._attempt is None:
@@ -257,13 +257,40 @@ def driver_output_kwargs(
     conf: Mapping[str, Any] | None = None,
     application_args: Sequence[Any] = (),
     log=None,
+    seal: bool = True,
 ) -> dict[str, Any]:
     """The ``driver_output`` kwargs of a new ``ZetaDriverTrigger`` (the operator's call site, in
     the worker): the connections the triggerer should look up itself, and the secret values only
-    the worker knows, sealed (``seal_driver_secrets``)."""
+    the worker knows, sealed (``seal_driver_secrets``). Sealing never fails the try: when it
+    cannot be done, the values are masked by form only, and a warning says so."""
+    log = log or _log
     conn_ids = worker_conn_ids(conn_id, env_vars)
-    sealed = seal_driver_secrets(conn_ids, env_vars or {}, conf or {}, application_args, log or _log)
+    sealed = None
+    if seal:
+        try:
+            sealed = seal_driver_secrets(conn_ids, env_vars or {}, conf or {}, application_args, log)
+        except Exception as error:  # a malformed [core] fernet_key, an SDK without the masker's module
+            log.warning(
+                "zeta.driver_output: the driver's secret values could not be sealed for the triggerer (%s): "
+                "they are masked by form only in the streamed output",
+                type(error).__name__,
+            )
     return {"offset": 0, "conn_ids": conn_ids, "sealed_secrets": sealed}
+
+
+def register_worker_secrets(
+    conn_id: str | None, env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
+) -> None:
+    """Tell this process's masker every secret value the driver was handed (a worker that logs
+    driver output itself: a non-deferrable wait, the rest after the trigger, a failure's log
+    tail). Never fails the try."""
+    try:
+        from airflow.sdk.log import mask_secret
+
+        for value in worker_secret_values(worker_conn_ids(conn_id, env_vars), env_vars, conf, application_args, log):
+            mask_secret(value)
+    except Exception as error:
+        log.warning("zeta.driver_output: the driver's secret values could not be registered for masking (%s)", type(error).__name__)
 
 
 def worker_conn_ids(conn_id: str | None, env_vars: Mapping[str, str] | None) -> list[str]:
@@ -323,10 +350,10 @@ WORKER_DRAIN_POLLS = 1024
 def drain_in_worker(
     output: DriverOutput, env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
 ) -> None:
-    """Log what the trigger left of the driver's output into the resumed task's log, masked by this
-    worker's masker (told every secret value the driver was handed) and by form; the offset file
-    moves on, so nothing is logged twice. Past ``WORKER_DRAIN_POLLS`` slices a line says where
-    the rest is."""
+    """Log what the trigger left of an ended driver's output into the resumed task's log, masked by
+    this worker's masker (told every secret value the driver was handed) and by form; the offset
+    file moves on, so nothing is logged twice. Past ``WORKER_DRAIN_POLLS`` slices a line says
+    where the rest is."""
     from airflow.sdk.log import mask_secret
 
     for value in worker_secret_values(output.conn_ids, env_vars, conf, application_args, log):
@@ -336,7 +363,9 @@ def drain_in_worker(
         if not batch:
             return
         log_lines(log, "", batch)
-    log_lines(log, "", [f"(driver output past {WORKER_DRAIN_POLLS * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
+    found = output._storage().read_local_range(DRIVER_LOG, output.offset, 0)  # only the size
+    if found is not None and found[2] > output.offset:
+        log_lines(log, "", [f"(driver output past {WORKER_DRAIN_POLLS * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
 
 
 def unseal_secrets(sealed: str) -> list[str]:

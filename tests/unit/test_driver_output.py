@@ -299,3 +299,34 @@ def test_the_resumed_task_logs_what_the_trigger_left_of_the_output_once_and_mask
     assert logged[0] == f"[driver] line {first_left:07d} of a chatty driver"
     assert len(logged) == 45_000 - first_left + 1
     assert reader(state).poll() == []  # the offset file moved on: nothing twice
+
+
+def test_sealing_that_cannot_be_done_never_fails_the_try(monkeypatch, caplog):
+    """A malformed [core] fernet_key makes Airflow's get_fernet raise: the deploy defers anyway,
+    masking by form only, and says so."""
+    from airflow.sdk.crypto import get_fernet
+
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "not-a-fernet-key")
+    get_fernet.cache_clear()
+    try:
+        launch = worker_only_launch()
+        with caplog.at_level(logging.WARNING):
+            kwargs = driver_output_kwargs(None, launch["env_vars"], launch["conf"], launch["application_args"])
+    finally:
+        get_fernet.cache_clear()
+    assert kwargs["sealed_secrets"] is None and kwargs["conn_ids"] == ["worker_json", "worker_uri"]
+    assert "could not be sealed" in caplog.text
+    for secret in WORKER_ONLY_SECRETS.values():
+        assert secret not in caplog.text
+
+
+@pytest.mark.parametrize(
+    "view, ended",
+    [("succeeded", True), ("failed", True), ("cancelled", True), ("running", False), ("lost", False), ("missing", False), ("invisible", False), (None, False)],
+)
+def test_only_an_ended_driver_has_the_rest_of_its_output_read_by_the_task(view, ended):
+    """A wake-up for a driver that may still write (lost, job timeout, a missing ledger) leaves
+    the output to the next trigger: reading to the end would take a half-written line as complete."""
+    from airflow_provider_zeta.core.ledger import driver_output_ended
+
+    assert driver_output_ended(view) is ended
