@@ -75,6 +75,7 @@ from airflow_provider_zeta.core.deploy import (
     self_stop_wait_deadline,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
+from airflow_provider_zeta.core.events import event_is_for, task_key
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -447,6 +448,11 @@ class ZetaSparkJobOperator(BaseOperator):
         return self._drive(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        if event and not event_is_for(event, task_key(*self._key(context))):
+            # Another task instance's trigger, run under a reused trigger id (core.events): its
+            # token, views and durations are not this task's. Decide from this task's own state.
+            self.log.warning("zeta.deploy.foreign_event: woken by an event for %s; deciding afresh", event.get("task_key"))
+            return self._drive(context)
         if event:
             self.log.info("zeta.deploy: woken by the driver trigger: %s", event)
             self._log_rest_of_driver_output(context, event)

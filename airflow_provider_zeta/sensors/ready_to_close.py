@@ -57,6 +57,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
+from airflow_provider_zeta.core.events import event_is_for, task_key
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.ready import Evaluation, Verdict, wait_deadline
 from airflow_provider_zeta.observers import RunObserver
@@ -113,6 +114,11 @@ class ReadyToCloseSensor(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Woken by the trigger: return its ready set, or fail with its verdict, reading no report again."""
         event = event or {}
+        ti = context["ti"]
+        if not event_is_for(event, task_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))):
+            # Another task instance's trigger, run under a reused trigger id (core.events).
+            self.log.warning("zeta.ready.foreign_event: woken by an event for %s; evaluating again", event.get("task_key"))
+            return self._evaluate(context)
         verdict, message = event.get("verdict"), event.get("message")
         if verdict == Verdict.ALL_READY.value and isinstance(event.get("ready_set"), Mapping):
             # Only a trigger deferred by an earlier version wakes the sensor with "all ready"; the
@@ -189,6 +195,7 @@ class ReadyToCloseSensor(BaseOperator):
                 poll_interval=duration_or_default(self.poll_interval, settings.poll_interval, f"{self.task_id}: 'poll_interval'"),
                 state_root=settings.state_root,
                 not_before=not_before(),
+                task_id=ti.task_id,
             ),
             method_name="execute_complete",
         )

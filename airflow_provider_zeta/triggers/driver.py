@@ -245,6 +245,8 @@ class ZetaDriverTrigger(BaseTrigger):
             "view": view.value,
             "detail": detail,
             "seen": None if seen is None else seen.to_value(),
+            # Whom the event is for (core.events): Airflow may run this trigger under a reused id.
+            "task_key": self.task_key,
         }
 
     async def on_kill(self) -> None:

@@ -26,6 +26,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
+from airflow_provider_zeta.core.events import may_end_task_from_trigger, task_key
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.ready import Verdict
 from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
@@ -50,6 +51,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         not_before: float = 0.0,
         verified: dict[str, Any] | None = None,
         recorded: list[str] | None = None,
+        task_id: str | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -63,6 +65,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         self.verified = dict(verified or {})
         # Kept for the kwargs of triggers deferred by an earlier version; no longer used.
         self.recorded = sorted(recorded or ())
+        # The sensor's own task id (None from an earlier version): events name their task instance.
+        self.task_id = task_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -78,8 +82,23 @@ class ReadyToCloseTrigger(BaseTrigger):
                 "not_before": self.not_before,
                 "verified": self.verified,
                 "recorded": self.recorded,
+                "task_id": self.task_id,
             },
         )
+
+    def _event(self, evaluation: Any) -> dict[str, Any]:
+        event = {"verdict": evaluation.verdict.value, "message": evaluation.message}
+        if self.task_id is not None:
+            event["task_key"] = task_key(self.dag_id, self.run_id, self.task_id)
+        return event
+
+    async def _own_state(self) -> str | None:
+        from asgiref.sync import sync_to_async
+
+        from airflow_provider_zeta.triggers.driver import read_task_state
+
+        own = task_key(self.dag_id, self.run_id, self.task_id or "")
+        return await sync_to_async(read_task_state)(own, self.log, "ready-to-close")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
@@ -126,10 +145,18 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # A triggerer killed now loses the event before it is stored; the trigger then
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
                 crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
-                yield TaskSuccessEvent(xcoms={"return_value": evaluation.ready_set(self.incarnation)})
+                ready_set = evaluation.ready_set(self.incarnation)
+                if self.task_id is None or may_end_task_from_trigger(await self._own_state()):
+                    yield TaskSuccessEvent(xcoms={"return_value": ready_set})
+                    return
+                # Not (known to be) still waiting on a trigger: maybe a stale trigger whose id
+                # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
+                # sensor's own code checks whom the event is for.
+                self.log.info("zeta.ready: the sensor does not wait deferred (any more?): waking it instead of ending it")
+                yield TriggerEvent({**self._event(evaluation), "ready_set": ready_set})
                 return
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)
-                yield TriggerEvent({"verdict": evaluation.verdict.value, "message": evaluation.message})
+                yield TriggerEvent(self._event(evaluation))
                 return
             pacer.looked(time.monotonic(), signature)

@@ -1,0 +1,132 @@
+"""core/events.py and its adapters: an event reaches the task it was meant for, or wakes another
+one that then looks for itself (Airflow runs an old trigger under a reused id on SQLite).
+
+Seen in the suite: a run's deploy task woken by another run's driver trigger (view "invisible",
+that run's token) and its ready-to-close sensor failed by another run's verdict ("source(s) failed
+with no retries left: alpha, beta, gamma"), although all three of its own sources succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_provider_zeta.core.events import event_is_for, may_end_task_from_trigger, task_key
+
+OWN = task_key("pipeline", "run_b", "counting.ready_to_close")
+
+
+@pytest.mark.parametrize(
+    "event, expected",
+    [
+        ({"verdict": "source_failed", "task_key": OWN}, True),
+        ({"verdict": "source_failed", "task_key": {**OWN, "run_id": "run_a"}}, False),
+        ({"verdict": "source_failed", "task_key": {**OWN, "task_id": "other"}}, False),
+        ({"verdict": "source_failed", "task_key": {**OWN, "map_index": 2}}, False),
+        ({"verdict": "source_failed", "task_key": {**OWN, "map_index": None}}, True),
+        ({"verdict": "source_failed"}, True),  # a trigger deferred by an earlier version
+        (None, True),
+    ],
+    ids=["own", "other-run", "other-task", "other-map-index", "map-index-default", "no-key", "no-event"],
+)
+def test_an_event_is_acted_on_only_by_the_task_it_names(event, expected):
+    assert event_is_for(event, OWN) is expected
+
+
+@pytest.mark.parametrize("state, expected", [("deferred", True), ("failed", False), ("none", False), ("success", False), (None, False)])
+def test_a_trigger_ends_its_task_only_while_it_waits_deferred(state, expected):
+    assert may_end_task_from_trigger(state) is expected
+
+
+class Sensor:
+    """Builds the real sensor with a stubbed ``_evaluate``: what execute_complete does with an event."""
+
+    @staticmethod
+    def make():
+        from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
+
+        sensor = ReadyToCloseSensor(task_id="counting.ready_to_close", sources={"alpha": "counting.deploy_alpha"})
+        sensor._evaluate = lambda context: "evaluated again"
+        return sensor
+
+
+def _context(run_id="run_b"):
+    ti = SimpleNamespace(dag_id="pipeline", run_id=run_id, task_id="counting.ready_to_close", map_index=-1)
+    return {"ti": ti}
+
+
+def test_a_sensor_woken_by_another_runs_verdict_evaluates_itself_instead_of_failing():
+    foreign = {"verdict": "source_failed", "message": "source(s) failed with no retries left: alpha", "task_key": {**OWN, "run_id": "run_a"}}
+    assert Sensor.make().execute_complete(_context(), foreign) == "evaluated again"
+
+
+def test_a_sensor_still_fails_with_its_own_verdict():
+    from airflow.sdk.exceptions import AirflowFailException
+
+    own = {"verdict": "source_failed", "message": "source(s) failed with no retries left: alpha", "task_key": OWN}
+    with pytest.raises(AirflowFailException, match="source_failed"):
+        Sensor.make().execute_complete(_context(), own)
+
+
+def test_a_deploy_task_woken_by_another_runs_driver_event_decides_from_its_own_state(monkeypatch):
+    from airflow_provider_zeta.operators.spark_job import ZetaSparkJobOperator
+
+    op = ZetaSparkJobOperator(task_id="deploy", application="job.py")
+    seen = []
+    monkeypatch.setattr(op, "_drive", lambda context, event=None: seen.append(event) or "driven")
+    monkeypatch.setattr(op, "_log_rest_of_driver_output", lambda context, event: seen.append("read output"))
+    ti = SimpleNamespace(dag_id="pipeline", run_id="run_b", task_id="deploy", map_index=-1)
+    foreign = {"token": "t-of-run-a", "view": "invisible", "task_key": task_key("pipeline", "run_a", "deploy")}
+    assert op.execute_complete({"ti": ti, "dag_run": SimpleNamespace(clear_number=0)}, foreign) == "driven"
+    assert seen == [None]  # neither the foreign token's output nor its event was used
+    own = {**foreign, "task_key": task_key("pipeline", "run_b", "deploy")}
+    op.execute_complete({"ti": ti, "dag_run": SimpleNamespace(clear_number=0)}, own)
+    assert seen[1:] == ["read output", own]
+
+
+def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_task(monkeypatch, tmp_path):
+    """A stale trigger under a reused id must not end another task with its ready set: it only
+    wakes whoever holds the id, and names itself in the event."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_provider_zeta.core.ready import Verdict
+    from airflow_provider_zeta.triggers import ready_to_close as module
+
+    evaluation = SimpleNamespace(
+        verdict=Verdict.ALL_READY, message="all ready", ready_set=lambda incarnation: {"incarnation": incarnation, "sources": {}},
+        progress_from=lambda previous: None,
+    )
+
+    class Observer:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def observe(self, incarnation, deadline):
+            return evaluation
+
+        def ledgers_watchable(self):
+            return False
+
+    monkeypatch.setattr("airflow_provider_zeta.observers.RunObserver", Observer)
+
+    async def first_event(state):
+        trigger = module.ReadyToCloseTrigger(
+            dag_id="pipeline", run_id="run_a", sources={"alpha": "deploy_alpha"}, incarnation=0, deadline=1e12,
+            poll_interval=1, state_root=str(tmp_path), task_id="counting.ready_to_close",
+        )
+
+        async def own_state():
+            return state
+
+        trigger._own_state = own_state
+        async for event in trigger.run():
+            return event
+
+    assert isinstance(asyncio.run(first_event("deferred")), TaskSuccessEvent)
+    for state in ("failed", "none", None):
+        event = asyncio.run(first_event(state))
+        assert not isinstance(event, TaskSuccessEvent)
+        assert event.payload["task_key"] == task_key("pipeline", "run_a", "counting.ready_to_close")
+        assert event.payload["verdict"] == "all_ready" and event.payload["ready_set"] == {"incarnation": 0, "sources": {}}
