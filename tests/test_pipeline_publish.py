@@ -322,7 +322,11 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
 
     sensor = cluster.task_instance(DAG_ID, run_id, "counting.ready_to_close")
-    assert (sensor["state"], sensor["try_number"]) == ("success", 1), sensor  # ended from the triggerer
+    assert (sensor["state"], sensor["try_number"]) == ("success", 1), sensor
+    # Ended from the triggerer: one worker start (the first evaluation, which deferred), no resume.
+    # (The trigger proved itself the sensor's current one by its deferral mark, core.events.)
+    sensor_log = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=counting.ready_to_close" / "attempt=1.log"
+    assert sensor_log.read_text().count("::group::Pre Execute") == 1, "the sensor resumed on a worker"
     assert cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")["try_number"] == 1
     assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
     reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}

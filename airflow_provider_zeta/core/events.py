@@ -3,24 +3,30 @@
 Why
 ---
 Airflow's triggerer knows a running trigger only by its row id, and hands its event to every task
-instance deferred on that id. On SQLite a deleted row's id is given to the next new row: when the
-row of a trigger whose task no longer waits on it (the task was marked failed, its run ended) is
-deleted and its id goes to a new deferral, the triggerer keeps running the *old* trigger under that
-id — it never starts the new one — and when the old trigger fires, its event wakes the new task.
-Seen in this project's suite: a deploy task woken by another run's driver trigger, a ready-to-close
-sensor failed by another run's verdict.
+instance deferred on that id. On SQLite a new row takes the id after the highest one present, so
+when the row with the highest id is deleted (its task no longer waits on it: the task was marked
+failed, its run ended) and a new deferral takes that id before the triggerer's next look, the
+triggerer keeps running the *old* trigger under that id — it never starts the new one — and when
+the old trigger fires, its event wakes the new task. Seen in this project's suite after a
+triggerer restart: a deploy task woken by another run's driver trigger, a ready-to-close sensor
+failed by another run's verdict.
 
 The rules
 ---------
 * Every event of the provider's triggers names the task instance it is for (``task_key``: dag id,
-  run id, task id, map index). A task woken by an event for another task instance ignores its
-  content and looks for itself (``event_is_for``); an event without a key (a trigger deferred by an
-  earlier version) is taken as before.
-* A trigger that would end its task itself (a ``TaskSuccessEvent``, which no task code sees) first
-  checks that its task instance still waits deferred (``may_end_task_from_trigger``); otherwise it
-  is a stale trigger and ends without an event. (The remaining window: its task instance cleared
-  and deferred again on a new trigger, and this old one's id reused meanwhile. The completed point
-  then finds the foreign reports' attempts missing under its own run and publishes nothing.)
+  run id, task id, map index). A task woken by an event for another task instance — or by one that
+  is not a mapping, or, without a key (a trigger deferred by an earlier version), lacks the fields
+  its own trigger always sends — ignores its content and looks for itself (``event_is_for``).
+* A trigger that would end its task itself (a ``TaskSuccessEvent``, which no task code sees) does
+  so only when it proves it is the trigger its task instance waits on now
+  (``may_end_task_from_trigger``): that task instance reads ``deferred`` *and* its latest deferral
+  mark (an XCom the task writes just before it defers, also in the trigger's kwargs) is this
+  trigger's. A trigger cleared and deferred again, or resumed and deferred again, wrote a new mark.
+  Otherwise it wakes whoever holds its id with a keyed event, and that task's code decides.
+* A trigger re-reads its task instance's state now and then (``STALE_CHECK_EVERY``); once that
+  one no longer waits deferred, the trigger is stale — it runs only because its id was reused — and
+  it wakes the holder of the id at once with a keyed event instead of holding it until it fires.
+  It never exits without an event: Airflow would fail the holder.
 """
 
 from __future__ import annotations
@@ -30,24 +36,42 @@ from typing import Any, Mapping
 TASK_KEY_FIELDS = ("dag_id", "run_id", "task_id", "map_index")
 
 
-def task_key(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> dict[str, Any]:
+#: Seconds between two looks of a trigger at its own task instance's state (one API call each).
+STALE_CHECK_EVERY = 60.0
+
+
+def task_key(dag_id: str, run_id: str, task_id: str, map_index: int | None = -1) -> dict[str, Any]:
     """The key an event carries: which task instance it is for."""
-    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": int(map_index)}
+    return {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "map_index": -1 if map_index is None else int(map_index)}
 
 
-def event_is_for(event: Mapping[str, Any] | None, own: Mapping[str, Any]) -> bool:
-    """Whether a woken task may act on ``event``: it names this task instance, or names none."""
-    key = (event or {}).get("task_key")
-    if not isinstance(key, Mapping):
+def event_is_for(event: object, own: Mapping[str, Any], required: tuple[str, ...] = ()) -> bool:
+    """Whether a woken task may act on ``event``: a mapping that names this task instance, or
+    names none but has every ``required`` field its own trigger sends."""
+    if event is None:
         return True
+    if not isinstance(event, Mapping):
+        return False
+    key = event.get("task_key")
+    if not isinstance(key, Mapping):
+        return all(field in event for field in required)
     return all(_same(field, key.get(field), own.get(field)) for field in TASK_KEY_FIELDS)
 
 
-def may_end_task_from_trigger(own_state: str | None) -> bool:
-    """Whether a trigger may end its task instance itself: only while that one still waits on a
-    trigger. An unreadable state (``None``) does not count as waiting: the trigger then wakes the
-    task instead, whose own code checks the event."""
-    return own_state == "deferred"
+def may_end_task_from_trigger(own_state: str | None, latest_mark: object, own_mark: str | None) -> bool:
+    """Whether a trigger may end its task instance itself: only when that one waits deferred and
+    its latest deferral mark is this trigger's. Anything unreadable (``None``) says no: the trigger
+    then wakes the task, whose own code checks the event."""
+    return own_state == "deferred" and own_mark is not None and latest_mark == own_mark
+
+
+def trigger_is_stale(own_state: str | None, latest_mark: object = None, own_mark: str | None = None) -> bool:
+    """A trigger still running although its task instance no longer waits on it — not deferred, or
+    deferred again with a newer mark: only its id, reused by another deferral, keeps it alive.
+    Anything unreadable (``None``) is no proof."""
+    if own_state is not None and own_state != "deferred":
+        return True
+    return own_mark is not None and latest_mark is not None and latest_mark != own_mark
 
 
 def _same(field: str, theirs: Any, ours: Any) -> bool:

@@ -448,10 +448,10 @@ class ZetaSparkJobOperator(BaseOperator):
         return self._drive(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        if event and not event_is_for(event, task_key(*self._key(context))):
+        if event is not None and not event_is_for(event, task_key(*self._key(context)), required=("token", "view")):
             # Another task instance's trigger, run under a reused trigger id (core.events): its
             # token, views and durations are not this task's. Decide from this task's own state.
-            self.log.warning("zeta.deploy.foreign_event: woken by an event for %s; deciding afresh", event.get("task_key"))
+            self.log.warning("zeta.deploy.foreign_event: woken by an event not for this task (%.200r); deciding afresh", event)
             return self._drive(context)
         if event:
             self.log.info("zeta.deploy: woken by the driver trigger: %s", event)
@@ -737,6 +737,7 @@ class ZetaSparkJobOperator(BaseOperator):
             driver_output=None if deleted else self._driver_output_kwargs(),
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
+            stale_check=self.deferrable,
         )
         if not self.deferrable:
             import asyncio

@@ -102,7 +102,7 @@ class CheckpointFreshnessSensor(BaseOperator):
         return self._evaluate(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        if event:
+        if isinstance(event, dict):  # judged again here whatever it says (core.events)
             self.log.info("zeta.freshness: woken by the trigger: %s", event.get("message"))
         return self._evaluate(context)
 

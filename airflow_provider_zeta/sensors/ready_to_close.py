@@ -113,12 +113,14 @@ class ReadyToCloseSensor(BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Woken by the trigger: return its ready set, or fail with its verdict, reading no report again."""
-        event = event or {}
         ti = context["ti"]
-        if not event_is_for(event, task_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))):
+        own = task_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
+        verdicts = {verdict.value for verdict in Verdict}
+        if not event_is_for(event, own, required=("verdict",)) or (event and event.get("verdict") not in verdicts):
             # Another task instance's trigger, run under a reused trigger id (core.events).
-            self.log.warning("zeta.ready.foreign_event: woken by an event for %s; evaluating again", event.get("task_key"))
+            self.log.warning("zeta.ready.foreign_event: woken by an event not for this task (%.200r); evaluating again", event)
             return self._evaluate(context)
+        event = event or {}
         verdict, message = event.get("verdict"), event.get("message")
         if verdict == Verdict.ALL_READY.value and isinstance(event.get("ready_set"), Mapping):
             # Only a trigger deferred by an earlier version wakes the sensor with "all ready"; the
@@ -181,9 +183,15 @@ class ReadyToCloseSensor(BaseOperator):
             return evaluation.ready_set(incarnation)
         if evaluation.verdict is not Verdict.WAITING:
             raise AirflowFailException(f"[zeta.ready.{evaluation.verdict.value}] {evaluation.message}")
-        from airflow_provider_zeta.triggers import not_before
-        from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
+        import uuid
 
+        from airflow_provider_zeta.triggers import not_before
+        from airflow_provider_zeta.triggers.ready_to_close import READY_DEFERRAL_XCOM, ReadyToCloseTrigger
+
+        # This deferral's mark, before the trigger exists: the trigger ends the sensor itself only
+        # when the sensor's latest mark is its own (core.events).
+        mark = uuid.uuid4().hex
+        ti.xcom_push(key=READY_DEFERRAL_XCOM, value=mark)
         self.defer(
             trigger=ReadyToCloseTrigger(
                 dag_id=ti.dag_id,
@@ -196,6 +204,7 @@ class ReadyToCloseSensor(BaseOperator):
                 state_root=settings.state_root,
                 not_before=not_before(),
                 task_id=ti.task_id,
+                deferral_mark=mark,
             ),
             method_name="execute_complete",
         )

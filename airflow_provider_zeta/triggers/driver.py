@@ -53,6 +53,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_zeta.core.deploy import TASK_INSTANCE_GONE, Timing, cancel_on_trigger_kill, trigger_should_fire
+from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, trigger_is_stale
 from airflow_provider_zeta.core.ledger import (
     ATTEMPT_DELETED_MARK,
     CorruptState,
@@ -91,6 +92,7 @@ class ZetaDriverTrigger(BaseTrigger):
         driver_output: dict[str, Any] | None = None,
         timeout_at: float | None = None,
         attempt_deleted: bool = False,
+        stale_check: bool = True,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -114,6 +116,9 @@ class ZetaDriverTrigger(BaseTrigger):
         # The attempt (of an earlier incarnation) was deleted by its run's cleanup: measure how long
         # it stays so, and never write into it (core.deploy, earlier_incarnation_cleanup_wait).
         self.attempt_deleted = bool(attempt_deleted)
+        # Look now and then whether the task still waits deferred (core.events: a trigger run under
+        # a reused id). Off for a deferrable=False wait, which runs this loop in the task itself.
+        self.stale_check = bool(stale_check)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -135,6 +140,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 "driver_output": self.driver_output,
                 "timeout_at": self.timeout_at,
                 "attempt_deleted": self.attempt_deleted,
+                "stale_check": self.stale_check,
             },
         )
 
@@ -209,6 +215,7 @@ class ZetaDriverTrigger(BaseTrigger):
         if output is not None:
             await output.register_secrets(self.log)
         # --- end h15 ---
+        next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
             try:
@@ -233,6 +240,16 @@ class ZetaDriverTrigger(BaseTrigger):
                 crash_when_armed(DRIVER_EVENT, str((self.task_key or {}).get("run_id")))
                 yield TriggerEvent(event)
                 return
+            if self.stale_check and self.task_key and time.monotonic() >= next_stale_check:
+                next_stale_check = time.monotonic() + STALE_CHECK_EVERY
+                state = await self._task_state()
+                if trigger_is_stale(state):
+                    # Only a reused id keeps this trigger running: wake its holder, whose own code
+                    # sees the event is not its own. The driver is left alone (the task may be
+                    # deciding about it right now); the run's cleanup or the sweep stops strays.
+                    self.log.info("zeta driver %s: the task no longer waits on this trigger (%s): waking the holder of its id", self.token, state)
+                    yield TriggerEvent({"token": self.token, "view": "stale", "detail": "", "seen": None, "task_key": self.task_key})
+                    return
             pacer.looked(time.monotonic(), signature)
 
     def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
-from airflow_provider_zeta.core.events import may_end_task_from_trigger, task_key
+from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, may_end_task_from_trigger, task_key, trigger_is_stale
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.ready import Verdict
 from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
@@ -35,6 +35,8 @@ from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
 #: How often the trigger lists which drivers of its unreported sources ended (a listing and a
 #: stat per source: on NFS each is a round trip, so less often than the driver trigger's stat).
 READY_WATCH_TICK = 1.0
+#: The sensor's XCom naming its latest deferral (core.events), written just before it defers.
+READY_DEFERRAL_XCOM = "zeta_ready_deferral"
 
 
 class ReadyToCloseTrigger(BaseTrigger):
@@ -52,6 +54,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         verified: dict[str, Any] | None = None,
         recorded: list[str] | None = None,
         task_id: str | None = None,
+        deferral_mark: str | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -67,6 +70,9 @@ class ReadyToCloseTrigger(BaseTrigger):
         self.recorded = sorted(recorded or ())
         # The sensor's own task id (None from an earlier version): events name their task instance.
         self.task_id = task_id
+        # The sensor's XCom READY_DEFERRAL_XCOM at this deferral (core.events): proves this trigger
+        # is the one the sensor waits on before it ends the sensor itself.
+        self.deferral_mark = deferral_mark
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -83,6 +89,7 @@ class ReadyToCloseTrigger(BaseTrigger):
                 "verified": self.verified,
                 "recorded": self.recorded,
                 "task_id": self.task_id,
+                "deferral_mark": self.deferral_mark,
             },
         )
 
@@ -92,13 +99,24 @@ class ReadyToCloseTrigger(BaseTrigger):
             event["task_key"] = task_key(self.dag_id, self.run_id, self.task_id)
         return event
 
-    async def _own_state(self) -> str | None:
+    async def _own_wait(self) -> tuple[str | None, object, str | None]:
+        """(the sensor's state, its latest deferral mark, this trigger's mark), for core.events."""
         from asgiref.sync import sync_to_async
 
         from airflow_provider_zeta.triggers.driver import read_task_state
 
         own = task_key(self.dag_id, self.run_id, self.task_id or "")
-        return await sync_to_async(read_task_state)(own, self.log, "ready-to-close")
+        state = await sync_to_async(read_task_state)(own, self.log, "ready-to-close")
+        return state, await sync_to_async(self._latest_mark)(), self.deferral_mark
+
+    def _latest_mark(self) -> object:
+        try:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            return XCom.get_one(key=READY_DEFERRAL_XCOM, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=-1)
+        except Exception:  # unreadable: no proof either way
+            self.log.info("zeta.ready: could not read the sensor's deferral mark", exc_info=True)
+            return None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
@@ -127,6 +145,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         except Exception:  # storage unreachable for a moment: the backoff alone paces the looks
             self.log.exception("zeta.ready: could not open the state root; polling on the backoff")
         previous = None
+        next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
             evaluation = await observe(self.incarnation, self.deadline)
@@ -146,17 +165,24 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
                 crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
                 ready_set = evaluation.ready_set(self.incarnation)
-                if self.task_id is None or may_end_task_from_trigger(await self._own_state()):
+                if self.task_id is None or may_end_task_from_trigger(*await self._own_wait()):
                     yield TaskSuccessEvent(xcoms={"return_value": ready_set})
                     return
-                # Not (known to be) still waiting on a trigger: maybe a stale trigger whose id
+                # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
                 # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
                 # sensor's own code checks whom the event is for.
-                self.log.info("zeta.ready: the sensor does not wait deferred (any more?): waking it instead of ending it")
+                self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
                 yield TriggerEvent({**self._event(evaluation), "ready_set": ready_set})
                 return
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)
                 yield TriggerEvent(self._event(evaluation))
                 return
+            if self.task_id is not None and time.monotonic() >= next_stale_check:
+                next_stale_check = time.monotonic() + STALE_CHECK_EVERY
+                own_state, latest_mark, own_mark = await self._own_wait()
+                if trigger_is_stale(own_state, latest_mark, own_mark):
+                    self.log.info("zeta.ready: the sensor no longer waits on this trigger (%s): waking the holder of its id", own_state)
+                    yield TriggerEvent({**self._event(evaluation), "verdict": Verdict.WAITING.value, "stale": True})
+                    return
             pacer.looked(time.monotonic(), signature)

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_zeta.core.events import event_is_for, may_end_task_from_trigger, task_key
+from airflow_provider_zeta.core.events import event_is_for, may_end_task_from_trigger, task_key, trigger_is_stale
 
 OWN = task_key("pipeline", "run_b", "counting.ready_to_close")
 
@@ -35,9 +35,45 @@ def test_an_event_is_acted_on_only_by_the_task_it_names(event, expected):
     assert event_is_for(event, OWN) is expected
 
 
-@pytest.mark.parametrize("state, expected", [("deferred", True), ("failed", False), ("none", False), ("success", False), (None, False)])
-def test_a_trigger_ends_its_task_only_while_it_waits_deferred(state, expected):
-    assert may_end_task_from_trigger(state) is expected
+@pytest.mark.parametrize(
+    "state, latest_mark, own_mark, expected",
+    [
+        ("deferred", "m1", "m1", True),
+        ("deferred", "m2", "m1", False),  # cleared or resumed, deferred again on a newer trigger
+        ("deferred", None, "m1", False),  # mark unreadable: no proof
+        ("deferred", "m1", None, False),  # a trigger deferred by an earlier version has no mark
+        ("failed", "m1", "m1", False),
+        ("none", None, "m1", False),
+        (None, "m1", "m1", False),
+    ],
+)
+def test_a_trigger_ends_its_task_only_when_it_is_proven_the_one_the_task_waits_on(state, latest_mark, own_mark, expected):
+    assert may_end_task_from_trigger(state, latest_mark, own_mark) is expected
+
+
+@pytest.mark.parametrize(
+    "state, latest_mark, own_mark, stale",
+    [
+        ("deferred", "m1", "m1", False),
+        ("deferred", None, "m1", False),
+        (None, "m2", None, False),
+        ("failed", None, None, True),
+        ("running", None, None, True),
+        ("none", None, None, True),
+        ("deferred", "m2", "m1", True),
+    ],
+)
+def test_a_trigger_is_stale_once_its_task_no_longer_waits_on_it(state, latest_mark, own_mark, stale):
+    assert trigger_is_stale(state, latest_mark, own_mark) is stale
+
+
+def test_events_that_are_not_mappings_or_lack_the_triggers_fields_are_foreign():
+    import datetime as dt
+
+    assert not event_is_for(dt.datetime(2026, 1, 1), OWN)  # a DateTimeTrigger's payload
+    assert not event_is_for({"verdict": "stale", "rule": "x"}, OWN, required=("token", "view"))
+    assert event_is_for({"token": "t", "view": "succeeded"}, OWN, required=("token", "view"))
+    assert task_key("d", "r", "t", None)["map_index"] == -1
 
 
 class Sensor:
@@ -111,22 +147,22 @@ def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_
 
     monkeypatch.setattr("airflow_provider_zeta.observers.RunObserver", Observer)
 
-    async def first_event(state):
+    async def first_event(state, latest_mark="m1"):
         trigger = module.ReadyToCloseTrigger(
             dag_id="pipeline", run_id="run_a", sources={"alpha": "deploy_alpha"}, incarnation=0, deadline=1e12,
-            poll_interval=1, state_root=str(tmp_path), task_id="counting.ready_to_close",
+            poll_interval=1, state_root=str(tmp_path), task_id="counting.ready_to_close", deferral_mark="m1",
         )
 
-        async def own_state():
-            return state
+        async def own_wait():
+            return state, latest_mark, trigger.deferral_mark
 
-        trigger._own_state = own_state
+        trigger._own_wait = own_wait
         async for event in trigger.run():
             return event
 
     assert isinstance(asyncio.run(first_event("deferred")), TaskSuccessEvent)
-    for state in ("failed", "none", None):
-        event = asyncio.run(first_event(state))
+    for state, latest_mark in (("failed", "m1"), ("none", None), (None, "m1"), ("deferred", "m2")):
+        event = asyncio.run(first_event(state, latest_mark))
         assert not isinstance(event, TaskSuccessEvent)
         assert event.payload["task_key"] == task_key("pipeline", "run_a", "counting.ready_to_close")
         assert event.payload["verdict"] == "all_ready" and event.payload["ready_set"] == {"incarnation": 0, "sources": {}}
