@@ -236,10 +236,17 @@ def test_secrets_only_the_worker_knows_reach_the_triggerers_masker_sealed(fernet
         assert secret not in airflow_redact(f"bare {secret} printed"), secret
 
 
-def test_without_a_fernet_key_the_worker_hands_over_nothing_and_says_so(monkeypatch, caplog):
+@pytest.mark.parametrize(
+    "fernet_key_value, said",
+    [("", "no [core] fernet_key on this worker"), ("not-a-fernet-key", "could not be sealed")],
+    ids=["no-key", "malformed-key"],
+)
+def test_a_worker_that_cannot_seal_hands_over_nothing_says_so_and_still_defers(monkeypatch, caplog, fernet_key_value, said):
+    """Without a Fernet key, or with a malformed one (Airflow's get_fernet raises), the deploy
+    defers anyway, masking by form only, and says so; nothing secret in the kwargs or the log."""
     from airflow.sdk.crypto import get_fernet
 
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "")
+    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", fernet_key_value)
     get_fernet.cache_clear()
     try:
         launch = worker_only_launch()
@@ -247,10 +254,10 @@ def test_without_a_fernet_key_the_worker_hands_over_nothing_and_says_so(monkeypa
             kwargs = driver_output_kwargs(None, launch["env_vars"], launch["conf"], launch["application_args"])
     finally:
         get_fernet.cache_clear()
-    assert kwargs["sealed_secrets"] is None
-    assert "no [core] fernet_key on this worker" in caplog.text
+    assert kwargs["sealed_secrets"] is None and kwargs["conn_ids"] == ["worker_json", "worker_uri"]
+    assert said in caplog.text
     for secret in WORKER_ONLY_SECRETS.values():
-        assert secret not in json.dumps(kwargs)
+        assert secret not in json.dumps(kwargs) and secret not in caplog.text
 
 
 def test_a_triggerer_with_another_fernet_key_logs_why_it_cannot_mask_by_value(fernet_key, monkeypatch, caplog):
@@ -299,25 +306,6 @@ def test_the_resumed_task_logs_what_the_trigger_left_of_the_output_once_and_mask
     assert logged[0] == f"[driver] line {first_left:07d} of a chatty driver"
     assert len(logged) == 45_000 - first_left + 1
     assert reader(state).poll() == []  # the offset file moved on: nothing twice
-
-
-def test_sealing_that_cannot_be_done_never_fails_the_try(monkeypatch, caplog):
-    """A malformed [core] fernet_key makes Airflow's get_fernet raise: the deploy defers anyway,
-    masking by form only, and says so."""
-    from airflow.sdk.crypto import get_fernet
-
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", "not-a-fernet-key")
-    get_fernet.cache_clear()
-    try:
-        launch = worker_only_launch()
-        with caplog.at_level(logging.WARNING):
-            kwargs = driver_output_kwargs(None, launch["env_vars"], launch["conf"], launch["application_args"])
-    finally:
-        get_fernet.cache_clear()
-    assert kwargs["sealed_secrets"] is None and kwargs["conn_ids"] == ["worker_json", "worker_uri"]
-    assert "could not be sealed" in caplog.text
-    for secret in WORKER_ONLY_SECRETS.values():
-        assert secret not in caplog.text
 
 
 @pytest.mark.parametrize(
