@@ -52,6 +52,15 @@ def db_kind(request) -> str:
     return request.param
 
 
+def pytest_configure(config):
+    """A pytest-xdist worker starts the clusters, but a time limit's SIGTERM (or a kill) reaches
+    only the controller: the worker tears its clusters down once the controller is gone."""
+    if hasattr(config, "workerinput"):
+        from airflow_provider_zeta.testing import teardown
+
+        teardown.watch_parent(os.getppid())
+
+
 def shared_cluster_of(item) -> str | None:
     """The DB kind of the session's fake-driver cluster that ``item`` runs on, if any."""
     if "fake_driver_cluster" not in getattr(item, "fixturenames", ()):

@@ -18,6 +18,8 @@ removes a temporary home), and then hands the signal on to what was installed be
 ``SIGINT`` Python's ``KeyboardInterrupt`` (pytest reports the interruption as usual), for
 ``SIGTERM`` the default action, so the process still ends by that signal. Further signals that
 arrive during the teardown are held back until it is done. ``atexit`` covers the normal exit.
+A process driven by a parent that receives the signals instead (a pytest-xdist worker) also
+watches that parent (``watch_parent``) and tears down when it is gone.
 
 Handlers can only be installed from the main thread; a cluster started elsewhere first (never the
 case in this project) is covered by ``atexit`` alone. Nothing here imports Airflow or pytest.
@@ -85,6 +87,23 @@ def teardown_all(reason: str) -> None:
             unregister(cluster)
     finally:
         _tearing_down = False
+
+
+def watch_parent(parent_pid: int, interval: float = 1.0) -> threading.Thread:
+    """In a process that a parent drives (a pytest-xdist worker: its clusters live here, the
+    signals go to the parent), tear the clusters down and exit once the parent is gone — killed by
+    a time limit, or ended without shutting this process down. The parent's death shows as a new
+    parent (re-parented to init or a subreaper)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            threading.Event().wait(interval)
+        teardown_all(f"the parent process {parent_pid} ended")
+        os._exit(1)
+
+    thread = threading.Thread(target=watch, name="zeta-parent-watch", daemon=True)
+    thread.start()
+    return thread
 
 
 def _install() -> None:
