@@ -28,6 +28,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from airflow_provider_zeta.core.cleanup import state_name
+from airflow_provider_zeta.core.events import event_is_for
 from airflow_provider_zeta.core.ledger import CorruptState
 
 #: Task states after which a source will never report in this incarnation.
@@ -86,6 +87,15 @@ class Verdict(str, Enum):
     DEADLINE = "deadline_passed"
     CORRUPT = "corrupt_report"
     UNVERIFIABLE = "unverifiable_report"
+
+
+def sensor_event_is_for(event: object, own: Mapping[str, Any]) -> bool:
+    """Whether a woken ready-to-close sensor may act on ``event`` (``core.events``): it is for this
+    task instance and carries one of this sensor's verdicts (an event of another kind of trigger,
+    run under a reused id, carries other verdicts or none)."""
+    if not event_is_for(event, own, required=("verdict",)):
+        return False
+    return event is None or (isinstance(event, Mapping) and event.get("verdict") in {v.value for v in Verdict})
 
 
 @dataclass(frozen=True)

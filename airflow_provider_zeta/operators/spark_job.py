@@ -461,17 +461,15 @@ class ZetaSparkJobOperator(BaseOperator):
     def _log_rest_of_driver_output(self, context: Context, event: dict[str, Any]) -> None:
         """The trigger streamed the driver's output up to ``driver_output_offset``; what the driver
         wrote after (its trigger drains about 1 MiB at the end) goes into this try's log now."""
-        from airflow_provider_zeta.triggers.driver_output import DriverOutput, drain_in_worker, worker_conn_ids
+        from airflow_provider_zeta.triggers.driver_output import DriverOutput, drain_in_worker, register_worker_secrets
 
         offset, token = event.get("driver_output_offset"), event.get("token")
         if offset is None or not token or not driver_output_ended(event.get("view")):
             return  # a driver that may still write: the next trigger streams on from the offset
         try:
             settings, *_ = self._settings()
-            output = DriverOutput(
-                settings.state_root, attempt_dir(*self._key(context), token), int(offset), worker_conn_ids(self.conn_id, self.env_vars)
-            )
-            drain_in_worker(output, self.env_vars, self.conf, self.application_args, self.log)
+            register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
+            drain_in_worker(DriverOutput(settings.state_root, attempt_dir(*self._key(context), token), int(offset)), self.log)
         except Exception:  # the output is a convenience: never fail the try over it
             self.log.exception("zeta.deploy: could not log the rest of the driver's output")
 

@@ -57,9 +57,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
-from airflow_provider_zeta.core.events import event_is_for, task_key
+from airflow_provider_zeta.core.events import task_key
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.ready import Evaluation, Verdict, wait_deadline
+from airflow_provider_zeta.core.ready import Evaluation, Verdict, sensor_event_is_for, wait_deadline
 from airflow_provider_zeta.observers import RunObserver
 from airflow_provider_zeta.settings import ZetaSettings
 
@@ -114,9 +114,7 @@ class ReadyToCloseSensor(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Woken by the trigger: return its ready set, or fail with its verdict, reading no report again."""
         ti = context["ti"]
-        own = task_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))
-        verdicts = {verdict.value for verdict in Verdict}
-        if not event_is_for(event, own, required=("verdict",)) or (event and event.get("verdict") not in verdicts):
+        if not sensor_event_is_for(event, task_key(ti.dag_id, ti.run_id, ti.task_id, getattr(ti, "map_index", -1))):
             # Another task instance's trigger, run under a reused trigger id (core.events).
             self.log.warning("zeta.ready.foreign_event: woken by an event not for this task (%.200r); evaluating again", event)
             return self._evaluate(context)
@@ -204,6 +202,7 @@ class ReadyToCloseSensor(BaseOperator):
                 state_root=settings.state_root,
                 not_before=not_before(),
                 task_id=ti.task_id,
+                map_index=getattr(ti, "map_index", -1),
                 deferral_mark=mark,
             ),
             method_name="execute_complete",

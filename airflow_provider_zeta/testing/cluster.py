@@ -105,7 +105,7 @@ def free_port() -> int:
     index = (int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0) % workers
     low, high = PORT_RANGE
     for _ in range(1000):
-        port = random.randrange(low + index, high, workers)
+        port = random.randrange(low + (index - low) % workers, high, workers)  # port % workers == index
         if port in _HANDED_OUT:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -347,25 +347,19 @@ def worker_secret_values(
 WORKER_DRAIN_POLLS = 1024
 
 
-def drain_in_worker(
-    output: DriverOutput, env_vars: Mapping[str, str], conf: Mapping[str, Any], application_args: Sequence[Any], log
-) -> None:
+def drain_in_worker(output: DriverOutput, log, max_polls: int = WORKER_DRAIN_POLLS) -> None:
     """Log what the trigger left of an ended driver's output into the resumed task's log, masked by
-    this worker's masker (told every secret value the driver was handed) and by form; the offset
-    file moves on, so nothing is logged twice. Past ``WORKER_DRAIN_POLLS`` slices a line says
-    where the rest is."""
-    from airflow.sdk.log import mask_secret
-
-    for value in worker_secret_values(output.conn_ids, env_vars, conf, application_args, log):
-        mask_secret(value)
-    for _ in range(WORKER_DRAIN_POLLS):
+    form here and by value by this worker's masker (the caller registers the driver's values first:
+    ``register_worker_secrets``); the offset file moves on, so nothing is logged twice. Past
+    ``max_polls`` slices a line says where the rest is."""
+    for _ in range(max_polls):
         batch = output.poll(final=True)
         if not batch:
             return
         log_lines(log, "", batch)
     found = output._storage().read_local_range(DRIVER_LOG, output.offset, 0)  # only the size
     if found is not None and found[2] > output.offset:
-        log_lines(log, "", [f"(driver output past {WORKER_DRAIN_POLLS * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
+        log_lines(log, "", [f"(driver output past {max_polls * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
 
 
 def unseal_secrets(sealed: str) -> list[str]:

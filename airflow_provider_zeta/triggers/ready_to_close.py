@@ -55,6 +55,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         recorded: list[str] | None = None,
         task_id: str | None = None,
         deferral_mark: str | None = None,
+        map_index: int | None = -1,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
@@ -73,6 +74,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         # The sensor's XCom READY_DEFERRAL_XCOM at this deferral (core.events): proves this trigger
         # is the one the sensor waits on before it ends the sensor itself.
         self.deferral_mark = deferral_mark
+        self.map_index = -1 if map_index is None else int(map_index)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -90,13 +92,14 @@ class ReadyToCloseTrigger(BaseTrigger):
                 "recorded": self.recorded,
                 "task_id": self.task_id,
                 "deferral_mark": self.deferral_mark,
+                "map_index": self.map_index,
             },
         )
 
     def _event(self, evaluation: Any) -> dict[str, Any]:
         event = {"verdict": evaluation.verdict.value, "message": evaluation.message}
         if self.task_id is not None:
-            event["task_key"] = task_key(self.dag_id, self.run_id, self.task_id)
+            event["task_key"] = task_key(self.dag_id, self.run_id, self.task_id, self.map_index)
         return event
 
     async def _own_wait(self) -> tuple[str | None, object, str | None]:
@@ -105,7 +108,7 @@ class ReadyToCloseTrigger(BaseTrigger):
 
         from airflow_provider_zeta.triggers.driver import read_task_state
 
-        own = task_key(self.dag_id, self.run_id, self.task_id or "")
+        own = task_key(self.dag_id, self.run_id, self.task_id or "", self.map_index)
         state = await sync_to_async(read_task_state)(own, self.log, "ready-to-close")
         return state, await sync_to_async(self._latest_mark)(), self.deferral_mark
 
@@ -113,7 +116,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         try:
             from airflow.sdk.execution_time.xcom import XCom
 
-            return XCom.get_one(key=READY_DEFERRAL_XCOM, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=-1)
+            return XCom.get_one(key=READY_DEFERRAL_XCOM, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
         except Exception:  # unreadable: no proof either way
             self.log.info("zeta.ready: could not read the sensor's deferral mark", exc_info=True)
             return None

@@ -281,7 +281,7 @@ def test_the_resumed_task_logs_what_the_trigger_left_of_the_output_once_and_mask
     from airflow.sdk._shared.secrets_masker import redact as airflow_redact
     from airflow.sdk._shared.secrets_masker import reset_secrets_masker
 
-    from airflow_provider_zeta.triggers.driver_output import drain_in_worker
+    from airflow_provider_zeta.triggers.driver_output import drain_in_worker, register_worker_secrets
 
     token = WORKER_ONLY_SECRETS["env"]
     line_size = len(b"line 0000000 of a chatty driver\n")
@@ -300,8 +300,8 @@ def test_the_resumed_task_logs_what_the_trigger_left_of_the_output_once_and_mask
             logged.append(airflow_redact(message % args))
 
     launch = worker_only_launch()
-    worker_side = DriverOutput(str(state), ATTEMPT, trigger_side.offset)
-    drain_in_worker(worker_side, launch["env_vars"], launch["conf"], launch["application_args"], Log())
+    register_worker_secrets(None, launch["env_vars"], launch["conf"], launch["application_args"], logging.getLogger("test"))
+    drain_in_worker(DriverOutput(str(state), ATTEMPT, trigger_side.offset), Log())
     assert logged[-1] == "[driver] the last line: ***"
     assert logged[0] == f"[driver] line {first_left:07d} of a chatty driver"
     assert len(logged) == 45_000 - first_left + 1
@@ -318,3 +318,22 @@ def test_only_an_ended_driver_has_the_rest_of_its_output_read_by_the_task(view, 
     from airflow_provider_zeta.core.ledger import driver_output_ended
 
     assert driver_output_ended(view) is ended
+
+
+@pytest.mark.parametrize("extra_bytes, says_more", [(0, False), (10, True)], ids=["ends-at-the-cap", "more-than-the-cap"])
+def test_past_the_workers_cap_a_line_says_the_rest_is_only_in_the_raw_log(state, extra_bytes, says_more):
+    """docs/ui.md: the resumed task logs up to a cap, past which one line says where the rest is;
+    a log that ends exactly at the cap gets no such line."""
+    from airflow_provider_zeta.triggers.driver_output import drain_in_worker
+
+    write(state, b"".join(b"%09d\n" % i for i in range(10)) + b"x" * extra_bytes)  # 100 bytes, then more
+    logged: list[str] = []
+
+    class Log:
+        def info(self, message, *args):
+            logged.append(message % args)
+
+    drain_in_worker(DriverOutput(str(state), ATTEMPT, max_bytes=50), Log(), max_polls=2)
+    assert logged[:10] == [f"[driver] {i:09d}" for i in range(10)]
+    assert (logged[10:] == ["[driver] (driver output past 100 more bytes is only in driver.log)"]) is says_more
+    assert len(logged) == (11 if says_more else 10)

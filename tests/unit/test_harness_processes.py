@@ -29,10 +29,10 @@ def test_each_xdist_test_process_takes_ports_of_its_own_residue_class(monkeypatc
     only seconds later) is never picked by the other, and one process never hands out a port twice."""
     from airflow_provider_zeta.testing import cluster
 
-    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "2")
-    picked = {}
-    for worker in ("gw0", "gw1"):
-        monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
-        picked[worker] = [cluster.free_port() for _ in range(20)]
-    assert all(port % 2 == 0 for port in picked["gw0"]) and all(port % 2 == 1 for port in picked["gw1"])
-    assert len(set(picked["gw0"])) == 20 and len(set(picked["gw1"])) == 20
+    for count in (2, 3):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(count))
+        for index in range(count):
+            monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+            picked = [cluster.free_port() for _ in range(20)]
+            assert all(port % count == index for port in picked), (count, index, picked)
+            assert len(set(picked)) == 20

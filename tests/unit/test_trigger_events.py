@@ -122,18 +122,8 @@ def test_a_deploy_task_woken_by_another_runs_driver_event_decides_from_its_own_s
     assert seen[1:] == ["read output", own]
 
 
-def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_task(monkeypatch, tmp_path):
-    """A stale trigger under a reused id must not end another task with its ready set: it only
-    wakes whoever holds the id, and names itself in the event."""
-    from airflow.triggers.base import TaskSuccessEvent
-
-    from airflow_provider_zeta.core.ready import Verdict
-    from airflow_provider_zeta.triggers import ready_to_close as module
-
-    evaluation = SimpleNamespace(
-        verdict=Verdict.ALL_READY, message="all ready", ready_set=lambda incarnation: {"incarnation": incarnation, "sources": {}},
-        progress_from=lambda previous: None,
-    )
+def observe_always(monkeypatch, evaluation) -> None:
+    """The ready trigger's RunObserver replaced by one that always sees ``evaluation``."""
 
     class Observer:
         def __init__(self, *args, **kwargs):
@@ -147,22 +137,112 @@ def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_
 
     monkeypatch.setattr("airflow_provider_zeta.observers.RunObserver", Observer)
 
-    async def first_event(state, latest_mark="m1"):
-        trigger = module.ReadyToCloseTrigger(
-            dag_id="pipeline", run_id="run_a", sources={"alpha": "deploy_alpha"}, incarnation=0, deadline=1e12,
-            poll_interval=1, state_root=str(tmp_path), task_id="counting.ready_to_close", deferral_mark="m1",
-        )
 
-        async def own_wait():
-            return state, latest_mark, trigger.deferral_mark
+async def first_ready_event(tmp_path, state, latest_mark, timeout=5.0):
+    """The first event of a ready trigger (deferral mark "m1") whose sensor reads ``state`` with
+    latest mark ``latest_mark``."""
+    from airflow_provider_zeta.triggers import ready_to_close as module
 
-        trigger._own_wait = own_wait
+    trigger = module.ReadyToCloseTrigger(
+        dag_id="pipeline", run_id="run_a", sources={"alpha": "deploy_alpha"}, incarnation=0, deadline=1e12,
+        poll_interval=0.05, state_root=str(tmp_path), task_id="counting.ready_to_close", deferral_mark="m1",
+    )
+
+    async def own_wait():
+        return state, latest_mark, trigger.deferral_mark
+
+    trigger._own_wait = own_wait
+
+    async def first():
         async for event in trigger.run():
             return event
 
-    assert isinstance(asyncio.run(first_event("deferred")), TaskSuccessEvent)
+    return await asyncio.wait_for(first(), timeout)
+
+
+def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_task(monkeypatch, tmp_path):
+    """A stale trigger under a reused id must not end another task with its ready set: it only
+    wakes whoever holds the id, and names itself in the event."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_provider_zeta.core.ready import Verdict
+
+    evaluation = SimpleNamespace(
+        verdict=Verdict.ALL_READY, message="all ready", ready_set=lambda incarnation: {"incarnation": incarnation, "sources": {}},
+        progress_from=lambda previous: None,
+    )
+
+    observe_always(monkeypatch, evaluation)
+
+    def first_event(state, latest_mark="m1"):
+        return asyncio.run(first_ready_event(tmp_path, state, latest_mark))
+
+    assert isinstance(first_event("deferred"), TaskSuccessEvent)
     for state, latest_mark in (("failed", "m1"), ("none", None), (None, "m1"), ("deferred", "m2")):
-        event = asyncio.run(first_event(state, latest_mark))
+        event = first_event(state, latest_mark)
         assert not isinstance(event, TaskSuccessEvent)
         assert event.payload["task_key"] == task_key("pipeline", "run_a", "counting.ready_to_close")
         assert event.payload["verdict"] == "all_ready" and event.payload["ready_set"] == {"incarnation": 0, "sources": {}}
+
+
+def test_a_driver_trigger_whose_task_no_longer_waits_wakes_the_holder_of_its_id(monkeypatch, tmp_path):
+    """docs/operators/ready_to_close.md: a trigger run only because its id was reused wakes whoever
+    holds the id, with its own key, instead of holding that task until its driver ends."""
+    import time as clock
+
+    from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
+    from airflow_provider_zeta.triggers import driver as module
+
+    (tmp_path / "attempt").mkdir()
+    ledger = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1.0, heartbeat_at=clock.time(), beat=1)
+    (tmp_path / "attempt" / "ledger.json").write_bytes(ledger.to_json())
+    monkeypatch.setattr(module, "STALE_CHECK_EVERY", 0.0)
+    key = task_key("pipeline", "run_a", "deploy")
+
+    async def first_event(state, timeout=3.0):
+        trigger = module.ZetaDriverTrigger(
+            state_root=str(tmp_path), attempt_dir="attempt", token="tok", lost_after=600, poll_interval=0.05,
+            missing_deadline=clock.time() + 3600, task_key=key,
+        )
+
+        async def task_state():
+            return state
+
+        trigger._task_state = task_state
+
+        async def first():
+            async for event in trigger.run():
+                return event.payload
+
+        return await asyncio.wait_for(first(), timeout)
+
+    event = asyncio.run(first_event("failed"))
+    assert event["view"] == "stale" and event["task_key"] == key
+    for state in ("deferred", None):  # its task waits on it, or no proof: keep waiting
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(first_event(state, timeout=1.0))
+
+
+def test_a_ready_trigger_whose_sensor_waits_on_a_newer_trigger_wakes_the_holder_of_its_id(monkeypatch, tmp_path):
+    from airflow_provider_zeta.core.ready import Verdict
+    from airflow_provider_zeta.triggers import ready_to_close as module
+
+    waiting = SimpleNamespace(verdict=Verdict.WAITING, message="0 of 1 ready", progress_from=lambda previous: None)
+
+    observe_always(monkeypatch, waiting)
+    monkeypatch.setattr(module, "STALE_CHECK_EVERY", 0.0)
+
+    for state, latest_mark in (("failed", "m1"), ("deferred", "m2")):
+        event = asyncio.run(first_ready_event(tmp_path, state, latest_mark, timeout=3.0)).payload
+        assert event["verdict"] == "waiting" and event["task_key"] == task_key("pipeline", "run_a", "counting.ready_to_close")
+    with pytest.raises(asyncio.TimeoutError):
+        asyncio.run(first_ready_event(tmp_path, "deferred", "m1", timeout=1.0))
+
+
+def test_only_a_ready_to_close_verdict_for_this_sensor_is_acted_on():
+    from airflow_provider_zeta.core.ready import sensor_event_is_for
+
+    assert sensor_event_is_for({"verdict": "source_failed", "task_key": OWN}, OWN)
+    assert sensor_event_is_for(None, OWN)
+    assert not sensor_event_is_for({"verdict": "stale", "rule": "no_checkpoint"}, OWN)  # a freshness trigger's event
+    assert not sensor_event_is_for({"verdict": "source_failed", "task_key": {**OWN, "run_id": "run_a"}}, OWN)
