@@ -31,6 +31,9 @@ READY_SUCCESS_EVENT = "ready_to_close.success_event"
 #: The driver trigger yields the event that resumes its deploy task (the driver ended, or must be
 #: judged by the task).
 DRIVER_EVENT = "driver.event"
+#: The driver trigger of a succeeded driver has stored the task's report (its return value XCom)
+#: and yields the event that ends the deploy task from the triggerer.
+DRIVER_SUCCESS_EVENT = "driver.success_event"
 
 
 def _take(name: str, key: str) -> bool:

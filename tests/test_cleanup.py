@@ -213,10 +213,21 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
     old_tokens = {t for tokens in tokens_by_task(log).values() for t in tokens}
     assert len(old_tokens) == 3
+    logs = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+    for source in SOURCES:
+        # Issue 16: each deploy task was ended by its trigger (one worker start, no resume), so no
+        # try recorded driver_ended in the task state store.
+        first_try = (logs / f"task_id=counting.deploy_{source}" / "attempt=1.log").read_text()
+        assert first_try.count("::group::Pre Execute") == 1, f"deploy_{source} resumed on a worker"
     cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 180, "incarnation 0 cleaned up")
 
     cluster.clear_run(DAG_ID, run_id)
     cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    for source in SOURCES:
+        # The run's ready set told the cleared task that its earlier driver ended: a launch at once
+        # from any host (without it, a host other than the launching one waits stopped_after).
+        second_try = (logs / f"task_id=counting.deploy_{source}" / "attempt=2.log").read_text()
+        assert "zeta.deploy.earlier_incarnation_ended" in second_try and "ready set" in second_try, second_try[-3000:]
     by_task = tokens_by_task(log)
     assert all(len(tokens) == 2 for tokens in by_task.values()) and len(by_task) == 3, by_task
     new_tokens = {tokens[-1] for tokens in by_task.values()}

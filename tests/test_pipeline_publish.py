@@ -291,10 +291,12 @@ def _crash_triggerer_at(cluster, point: str, run_id: str, action) -> None:
 def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake_driver_cluster, tmp_path):
     """Issue 16: a triggerer killed exactly while a trigger hands over its event, before the event
     is stored (armed crash points kill the whole triggerer in that loop pass). First the driver
-    trigger of a finished job (its event resumes the deploy task), then ready-to-close as it ends
-    its sensor from the triggerer (TaskSuccessEvent with the ready set as XCom). Each trigger must
-    run again on the next triggerer and emit the same: no report lost, no job launched again, the
-    partition published once. Oracles: the jobs' launch log, the published files, the tries."""
+    trigger of a finished job as it ends its deploy task from the triggerer (its report stored as
+    the task's return value, then TaskSuccessEvent), then ready-to-close as it ends its sensor
+    from the triggerer (TaskSuccessEvent with the ready set as XCom). Each trigger must run again
+    on the next triggerer and emit the same: no report lost, no job launched again, no worker
+    resume, the partition published once. Oracles: the jobs' launch log, the published files, the
+    tries and the task logs."""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     log, release = tmp_path / "launches.jsonl", tmp_path / "release"
@@ -303,11 +305,15 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     try:
         run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
         cluster.wait_for(lambda: len(launches(log)) == 3, 180, "three drivers launched")
-        _crash_triggerer_at(cluster, "driver.event", run_id, lambda: (release / "alpha").write_text("go"))
+        _crash_triggerer_at(cluster, "driver.success_event", run_id, lambda: (release / "alpha").write_text("go"))
         deploy = cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")
         assert deploy["state"] == "deferred", deploy  # the event died with the triggerer
         cluster.start_component("triggerer")
-        cluster.wait_for(lambda: cluster.xcom(DAG_ID, run_id, "counting.deploy_alpha"), 180, "alpha's report")
+        cluster.wait_for_task(DAG_ID, run_id, "counting.deploy_alpha", {"success"}, timeout=180)
+        # The report reads back as the document a task returns (not as JSON text).
+        report = cluster.xcom(DAG_ID, run_id, "counting.deploy_alpha")
+        alpha = [entry["token"] for entry in launches(log) if entry["task"] == "counting.deploy_alpha"]
+        assert isinstance(report, dict) and report["source"] == "alpha" and [report["token"]] == alpha, (report, alpha)
 
         def release_the_rest():
             for source in ("beta", "gamma"):
@@ -325,8 +331,15 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     assert (sensor["state"], sensor["try_number"]) == ("success", 1), sensor
     # Ended from the triggerer: one worker start (the first evaluation, which deferred), no resume.
     # (The trigger proved itself the sensor's current one by its deferral mark, core.events.)
-    sensor_log = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=counting.ready_to_close" / "attempt=1.log"
+    logs = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+    sensor_log = logs / "task_id=counting.ready_to_close" / "attempt=1.log"
     assert sensor_log.read_text().count("::group::Pre Execute") == 1, "the sensor resumed on a worker"
+    # The deploy task too: ended from the (restarted) triggerer, never resumed on a worker.
+    deploy_log = (logs / "task_id=counting.deploy_alpha" / "attempt=1.log").read_text()
+    assert deploy_log.count("::group::Pre Execute") == 1, "deploy_alpha resumed on a worker"
+    # Its triggers' lines, in the files beside it (one per triggerer that ran them).
+    trigger_logs = "".join(p.read_text() for p in (logs / "task_id=counting.deploy_alpha").glob("attempt=1.log.trigger.*"))
+    assert "its report is stored and the task ends from the triggerer" in trigger_logs, trigger_logs[-2000:]
     assert cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")["try_number"] == 1
     assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
     reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}

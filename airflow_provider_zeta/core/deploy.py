@@ -79,7 +79,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable
+from typing import Any, Callable
 
 from airflow_provider_zeta.core.ledger import (
     STOPPED_AFTER_FACTOR,
@@ -156,6 +156,12 @@ class DeployObservation:
     # own clocks: the heartbeat measurement (``core.ledger.HeartbeatSeen``) with the mark
     # ``core.ledger.ATTEMPT_DELETED_MARK``, handed between tries and triggers as a duration.
     deleted_for: float = 0.0
+    # The record's token is named by the ready set a ready-to-close sensor of this run holds (its
+    # return value, read only when nothing of the attempt is visible): that sensor's evaluation had
+    # read the token's ledger succeeded, so its driver ended. Stands in for the record's
+    # ``driver_ended`` when the driver trigger ended the task from the triggerer, where it cannot
+    # write the task state store (``trigger_reports_success``).
+    end_reported_by_sensor: bool = False
 
     # -- derived facts the table's conditions read
     @property
@@ -393,13 +399,18 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     #    a cancel marker would recreate a deleted attempt directory that no cleanup records.
     Row(
         "earlier_incarnation_ended",
-        lambda o: o.task_cleared_since_record and _rec(o).driver_ended,
+        lambda o: o.task_cleared_since_record and (_rec(o).driver_ended or o.end_reported_by_sensor),
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "earlier_incarnation_ended",
             f"this task was cleared (incarnation {_rec(o).incarnation} -> {o.incarnation}): attempt "
-            f"{_rec(o).token} ended in its incarnation (seen by try {_rec(o).try_number}) and is not "
-            "reused; launching a new one",
+            f"{_rec(o).token} ended in its incarnation ("
+            + (
+                f"seen by try {_rec(o).try_number}"
+                if _rec(o).driver_ended
+                else "its result is in the run's ready-to-close ready set"
+            )
+            + ") and is not reused; launching a new one",
         ),
     ),
     # -- this task was cleared since an earlier try chose the token, no try saw its driver end (the
@@ -676,6 +687,46 @@ def timeout_wake_at(observation: DeployObservation, decision: Decision) -> float
     ):
         return None
     return job_deadline(record.intent_at, observation.timing.job_timeout)
+
+
+def trigger_reports_success(
+    view: LedgerView,
+    ledger_incarnation: int | None,
+    record_incarnation: int,
+    *,
+    wait_for_stop: bool,
+    attempt_deleted: bool,
+    output_complete: bool,
+) -> bool:
+    """Whether the driver trigger may end its deploy task itself with the driver's result.
+
+    Only where ``decide`` would answer ``already_succeeded`` for the try that deferred — the
+    trigger has proved it is that deferral's trigger (``core.events.may_end_task_from_trigger``),
+    so the task was not cleared since — and nothing else is left for a worker to do:
+
+    * the ledger reads succeeded and names the record's incarnation (or none, an older driver);
+    * the task waited on its own live or starting driver, not on a fenced one (``wait_for_stop``)
+      nor on a deleted attempt of an earlier incarnation (``attempt_deleted``);
+    * the trigger has logged the driver's whole output (``output_complete``): otherwise the
+      resumed task logs the rest, masked.
+
+    What the task's resume recorded besides the result — ``driver_ended`` in its task state store,
+    which a trigger cannot write — is what the run's ready set tells a later incarnation
+    (``DeployObservation.end_reported_by_sensor``).
+    """
+    return (
+        view is LedgerView.SUCCEEDED
+        and ledger_incarnation in (None, record_incarnation)
+        and not wait_for_stop
+        and not attempt_deleted
+        and output_complete
+    )
+
+
+def success_report(result: dict[str, Any], source: str, task_id: str, incarnation: int) -> dict[str, Any]:
+    """The deploy task's return value for a succeeded driver: its source's ready-to-close report
+    (G2), built the same way by the task (``already_succeeded``) and by its trigger."""
+    return {**result, "source": source, "task_id": task_id, "incarnation": incarnation}
 
 
 def trigger_should_fire(

@@ -36,6 +36,10 @@ from typing import Any, Mapping
 TASK_KEY_FIELDS = ("dag_id", "run_id", "task_id", "map_index")
 
 
+#: The deploy task's XCom naming its latest deferral, written just before it defers on a driver
+#: trigger that may end it (``core.deploy.trigger_reports_success``).
+DEPLOY_DEFERRAL_XCOM = "zeta_deploy_deferral"
+
 #: Seconds between two looks of a trigger at its own task instance's state (one API call each).
 STALE_CHECK_EVERY = 60.0
 

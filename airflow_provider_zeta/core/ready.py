@@ -287,6 +287,20 @@ def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:
     return incarnation, sources
 
 
+def ready_set_names(value: Any, task_id: str, token: str) -> bool:
+    """Whether a sensor's ready set (its return value, as read back) holds the report of task
+    ``task_id`` with attempt ``token``. The sensor's evaluation read that token's ledger succeeded
+    before it put the report in (``evaluate``), so the driver ended; tokens are never reused. A
+    missing or unreadable ready set proves nothing (False)."""
+    if value is None:
+        return False
+    try:
+        _, sources = parse_ready_set(value)
+    except CorruptState:
+        return False
+    return any(report.task_id == task_id and report.token == token for report in sources.values())
+
+
 def wait_deadline(stored: Any, now: float, timeout: float, max_tries: int | None) -> tuple[dict[str, Any], bool]:
     """The sensor's absolute deadline and whether it must be (re)stored.
 

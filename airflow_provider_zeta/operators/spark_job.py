@@ -73,9 +73,10 @@ from airflow_provider_zeta.core.deploy import (
     latest_record,
     launch_wait_deadline,
     self_stop_wait_deadline,
+    success_report,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
-from airflow_provider_zeta.core.events import event_is_for, task_key
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -379,6 +380,7 @@ class ZetaSparkJobOperator(BaseOperator):
         intent_visible: bool | None = None
         root_id: str | None = None
         silent = deleted_for = 0.0
+        end_reported = False
         if isinstance(record, AttemptRecord):
             attempt = storage.child(attempt_dir(*self._key(context), record.token))
             # The process first, then the ledger: a driver that writes its terminal ledger and
@@ -400,6 +402,8 @@ class ZetaSparkJobOperator(BaseOperator):
                 # reads it only for an attempt deleted from the root it was launched to).
                 mark = attempt_deleted_mark(self._incarnation(context))
                 deleted_for = self._heartbeat_silence(store, record.token, mark, event)
+                if not record.driver_ended:
+                    end_reported = self._ready_set_names(context, record.token)
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -414,6 +418,7 @@ class ZetaSparkJobOperator(BaseOperator):
             task=self._task_label(context),
             state_root_id=root_id,
             deleted_for=deleted_for,
+            end_reported_by_sensor=end_reported,
             trigger_saw_nothing=bool(
                 event
                 and event.get("view") == LedgerView.INVISIBLE.value
@@ -421,6 +426,36 @@ class ZetaSparkJobOperator(BaseOperator):
                 and event.get("token") == record.token
             ),
         )
+
+    def _ready_set_names(self, context: Context, token: str) -> bool:
+        """Whether a ready-to-close sensor of this DAG that waits on this task holds, as its return
+        value, a ready set with this task's report of ``token`` (``core.ready.ready_set_names``):
+        that driver ended, though no try recorded it (its trigger ended the task). A sensor's value
+        outlives this task's clear until the sensor itself runs again."""
+        from airflow.sdk.execution_time.xcom import XCom
+
+        from airflow_provider_zeta.core.ready import ready_set_names
+
+        dag_id, run_id, task_id, _ = self._key(context)
+        for sensor_id in self._ready_sensor_ids():
+            try:
+                value = XCom.get_one(key="return_value", dag_id=dag_id, task_id=sensor_id, run_id=run_id, map_index=-1)
+            except Exception:  # unreadable: no proof (the slower rule waits instead)
+                self.log.warning("zeta.deploy: could not read the ready set of %s", sensor_id, exc_info=True)
+                continue
+            if ready_set_names(value, task_id, token):
+                return True
+        return False
+
+    def _ready_sensor_ids(self) -> list[str]:
+        """The task ids of this DAG's ready-to-close sensors that wait on this task."""
+        dag = getattr(self, "dag", None)
+        found = []
+        for task in getattr(dag, "tasks", None) or ():
+            sources = getattr(task, "sources", None)
+            if getattr(task, "is_zeta_ready_to_close", False) and isinstance(sources, dict) and self.task_id in sources.values():
+                found.append(task.task_id)
+        return found
 
     def _heartbeat_silence(self, store: Any, token: str, mark: str, event: dict[str, Any] | None) -> float:
         """How long the driver's heartbeat ``mark`` has been seen unchanged: a duration, never a clock
@@ -538,12 +573,12 @@ class ZetaSparkJobOperator(BaseOperator):
                     self._write_record(context, self._own_record(context, observation, driver_ended=True))
                 self.failure_window("before_result", context)
                 # The return value is this source's ready-to-close report (G2): one durable write.
-                return {
-                    **observation.ledger.result(),
-                    "source": self.source or context["ti"].task_id,
-                    "task_id": context["ti"].task_id,
-                    "incarnation": observation.record.incarnation,
-                }
+                return success_report(
+                    observation.ledger.result(),
+                    self.source or context["ti"].task_id,
+                    context["ti"].task_id,
+                    observation.record.incarnation,
+                )
             if decision.action is Action.REPORT_FAILURE:
                 self._report_failure(context, storage, observation, decision)
             if decision.action is Action.WAIT_FOR_STOP:
@@ -711,6 +746,13 @@ class ZetaSparkJobOperator(BaseOperator):
         else:
             missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
         self._current_token = decision.token
+        # The trigger may end this task itself once the driver succeeded (core.deploy.
+        # trigger_reports_success), with this report and only while it proves itself this
+        # deferral's trigger: the task's latest deferral mark, an XCom written now, is its own.
+        ends_task = self.deferrable and not deleted and decision.action is not Action.WAIT_FOR_STOP and record.token == decision.token
+        mark = uuid.uuid4().hex if ends_task else None
+        if mark is not None:
+            context["ti"].xcom_push(key=DEPLOY_DEFERRAL_XCOM, value=mark)
         seen = getattr(self, "_seen", None)
         if seen is not None and seen.token == decision.token:
             # Hand the trigger the silence as of now: it may run on another clock (host).
@@ -736,6 +778,10 @@ class ZetaSparkJobOperator(BaseOperator):
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
             stale_check=self.deferrable,
+            deferral_mark=mark,
+            report=None
+            if mark is None
+            else {"source": self.source or context["ti"].task_id, "task_id": context["ti"].task_id, "incarnation": record.incarnation},
         )
         if not self.deferrable:
             import asyncio

@@ -89,6 +89,9 @@ class ReadyToCloseSensor(BaseOperator):
     """
 
     ui_color = "#9fd3c7"
+    #: A deploy task looks for its run's ready sets by this mark (``ZetaSparkJobOperator``): a
+    #: cleared deploy task learns from one that its earlier driver ended.
+    is_zeta_ready_to_close = True
 
     def __init__(
         self,

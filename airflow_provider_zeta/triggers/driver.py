@@ -50,14 +50,27 @@ import functools
 import time
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
-from airflow_provider_zeta.core.deploy import TASK_INSTANCE_GONE, Timing, cancel_on_trigger_kill, trigger_should_fire
-from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, trigger_is_stale
+from airflow_provider_zeta.core.deploy import (
+    TASK_INSTANCE_GONE,
+    Timing,
+    cancel_on_trigger_kill,
+    success_report,
+    trigger_reports_success,
+    trigger_should_fire,
+)
+from airflow_provider_zeta.core.events import (
+    DEPLOY_DEFERRAL_XCOM,
+    STALE_CHECK_EVERY,
+    may_end_task_from_trigger,
+    trigger_is_stale,
+)
 from airflow_provider_zeta.core.ledger import (
     ATTEMPT_DELETED_MARK,
     CorruptState,
     HeartbeatSeen,
+    Ledger,
     LedgerView,
     classify_ledger,
     observe_heartbeat,
@@ -65,7 +78,7 @@ from airflow_provider_zeta.core.ledger import (
 )
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
-from airflow_provider_zeta.crash_points import DRIVER_EVENT, crash_when_armed
+from airflow_provider_zeta.crash_points import DRIVER_EVENT, DRIVER_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until, wait_for_full_look
@@ -93,6 +106,8 @@ class ZetaDriverTrigger(BaseTrigger):
         timeout_at: float | None = None,
         attempt_deleted: bool = False,
         stale_check: bool = True,
+        deferral_mark: str | None = None,
+        report: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.state_root = state_root
@@ -119,6 +134,12 @@ class ZetaDriverTrigger(BaseTrigger):
         # Look now and then whether the task still waits deferred (core.events: a trigger run under
         # a reused id). Off for a deferrable=False wait, which runs this loop in the task itself.
         self.stale_check = bool(stale_check)
+        # Set when the task may be ended from here once its driver succeeded: the task's XCom
+        # DEPLOY_DEFERRAL_XCOM at this deferral (core.events) and the report's source, task id and
+        # incarnation (core.deploy.success_report). None: always wake the task.
+        self.deferral_mark = deferral_mark
+        self.report = report
+        self._ledger: Ledger | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -141,6 +162,8 @@ class ZetaDriverTrigger(BaseTrigger):
                 "timeout_at": self.timeout_at,
                 "attempt_deleted": self.attempt_deleted,
                 "stale_check": self.stale_check,
+                "deferral_mark": self.deferral_mark,
+                "report": self.report,
             },
         )
 
@@ -160,6 +183,7 @@ class ZetaDriverTrigger(BaseTrigger):
         except CorruptState as error:
             view, detail = LedgerView.LOST, f"unreadable ledger: {error}"
         else:
+            self._ledger = ledger
             if ledger is not None:
                 clock, reading = observer_clock()
                 self._seen = observe_heartbeat(self._seen, self.token, ledger.heartbeat_mark, clock, reading)
@@ -235,9 +259,19 @@ class ZetaDriverTrigger(BaseTrigger):
                 event = self._event(view, detail or "")
                 if output is not None:  # h15
                     event["driver_output_offset"] = output.offset
+                run_id = str((self.task_key or {}).get("run_id"))
+                if await self._may_end_task(view, output):
+                    # The report first (this task's return value, stored as a task stores it),
+                    # then the event that ends the task without a worker. A triggerer killed in
+                    # between loses only the event: the next triggerer runs this trigger again from
+                    # its kwargs, reads the same ledger and stores the same report again.
+                    await asyncio.to_thread(self._store_report)
+                    crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
+                    yield TaskSuccessEvent()
+                    return
                 # A triggerer killed now loses the event; the trigger runs again from its kwargs on
                 # the next triggerer and reads the same ledger.
-                crash_when_armed(DRIVER_EVENT, str((self.task_key or {}).get("run_id")))
+                crash_when_armed(DRIVER_EVENT, run_id)
                 yield TriggerEvent(event)
                 return
             if self.stale_check and self.task_key and time.monotonic() >= next_stale_check:
@@ -251,6 +285,57 @@ class ZetaDriverTrigger(BaseTrigger):
                     yield TriggerEvent({"token": self.token, "view": "stale", "detail": "", "seen": None, "task_key": self.task_key})
                     return
             pacer.looked(time.monotonic(), signature)
+
+    async def _may_end_task(self, view: LedgerView, output: Any) -> bool:
+        """Whether to end the task from here with its driver's result: the rule is
+        ``core.deploy.trigger_reports_success``; the proof that this is the trigger the task waits
+        on now, ``core.events.may_end_task_from_trigger``. Anything unproven wakes the task."""
+        from asgiref.sync import sync_to_async
+
+        ledger = self._ledger
+        if self.report is None or self.deferral_mark is None or not self.task_key or ledger is None:
+            return False
+        complete = output is None or await asyncio.to_thread(output.reached_end)
+        if not trigger_reports_success(
+            view,
+            ledger.incarnation,
+            int(self.report["incarnation"]),
+            wait_for_stop=self.wait_for_stop,
+            attempt_deleted=self.attempt_deleted,
+            output_complete=complete,
+        ):
+            return False
+        state = await self._task_state()
+        latest = await sync_to_async(self._latest_mark)()
+        if may_end_task_from_trigger(state, latest, self.deferral_mark):
+            return True
+        self.log.info("zeta driver %s: not proven to be the task's current trigger: waking it instead of ending it", self.token)
+        return False
+
+    def _latest_mark(self) -> object:
+        assert self.task_key
+        try:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            key = self.task_key
+            return XCom.get_one(
+                key=DEPLOY_DEFERRAL_XCOM, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
+            )
+        except Exception:  # unreadable: no proof either way
+            self.log.info("zeta driver %s: could not read the task's deferral mark", self.token, exc_info=True)
+            return None
+
+    def _store_report(self) -> None:
+        """The task's return value, as ``already_succeeded`` would return it."""
+        from airflow.sdk.execution_time.xcom import XCom
+
+        assert self.report is not None and self.task_key and self._ledger is not None
+        key = self.task_key
+        value = success_report(self._ledger.result(), str(self.report["source"]), str(self.report["task_id"]), int(self.report["incarnation"]))
+        XCom.set(
+            key="return_value", value=value, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
+        )
+        self.log.info("zeta driver %s: succeeded; its report is stored and the task ends from the triggerer", self.token)
 
     def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:
         """What wakes the task: the view, and the silence measured here, re-based to this moment."""

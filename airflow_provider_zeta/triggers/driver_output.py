@@ -234,6 +234,15 @@ class DriverOutput:
             masked.append(shown)
         return masked
 
+    def reached_end(self) -> bool:
+        """Whether every byte of the log has been logged (after ``drain``: the driver ended). A log
+        that is absent or refused counts as done: a worker could log no more of it either."""
+        try:
+            found = self._storage().read_local_range(DRIVER_LOG, self.offset, 0)  # only the size
+        except PermissionError:
+            return True
+        return found is None or found[2] <= self.offset
+
     def drain(self, max_polls: int = 16) -> list[str]:
         """Everything left after the driver ended, bounded by ``max_polls`` slices."""
         lines: list[str] = []
@@ -357,8 +366,7 @@ def drain_in_worker(output: DriverOutput, log, max_polls: int = WORKER_DRAIN_POL
         if not batch:
             return
         log_lines(log, "", batch)
-    found = output._storage().read_local_range(DRIVER_LOG, output.offset, 0)  # only the size
-    if found is not None and found[2] > output.offset:
+    if not output.reached_end():
         log_lines(log, "", [f"(driver output past {max_polls * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
 
 

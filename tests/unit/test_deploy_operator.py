@@ -35,7 +35,11 @@ class Store(dict):
 
 
 def _context(try_number=1, clear_number=0, store=None):
-    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="job", map_index=-1, try_number=try_number, max_tries=3, executor=None)
+    xcoms: dict = {}
+    ti = SimpleNamespace(
+        dag_id="d", run_id="r", task_id="job", map_index=-1, try_number=try_number, max_tries=3, executor=None,
+        xcoms=xcoms, xcom_push=lambda key, value: xcoms.__setitem__(key, value),
+    )
     return {
         "ti": ti,
         "dag_run": SimpleNamespace(clear_number=clear_number, conf={}),
@@ -204,3 +208,72 @@ def _wait_for(check, timeout_s: float):
             return value
         time.sleep(0.2)
     raise AssertionError(f"not within {timeout_s}s")
+
+
+def test_a_deferral_on_its_own_driver_carries_the_mark_and_report_the_trigger_needs_to_end_the_task(state_root, monkeypatch):
+    """Issue 16: the trigger ends the task itself only with the task's latest deferral mark (an
+    XCom written before the trigger exists) and the report's source, task id and incarnation."""
+    from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM
+
+    store = Store()
+    store.set(attempt_record_key(1), _launched_record(intent_at=time.time() - 5).to_value())
+    _attempt(state_root, "tok").mkdir(parents=True)
+    ledger = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1.0, heartbeat_at=time.time())
+    (_attempt(state_root, "tok") / LEDGER_FILE).write_bytes(ledger.to_json())
+    deferred: list = []
+    for deferrable in (True, False):
+        operator = ZetaSparkJobOperator(task_id="job", application="/x.py", source="alpha", deferrable=deferrable)
+        monkeypatch.setattr(operator, "defer", lambda **kw: deferred.append(kw))
+        monkeypatch.setattr(spark_job, "_first_event", lambda trigger: _stop_with(trigger, deferred))
+        context = _context(try_number=2, store=store)
+        with pytest.raises(_Stop):
+            if not deferrable:
+                operator.execute(context)
+            else:
+                operator.execute(context)
+                raise _Stop
+        trigger = deferred[-1]["trigger"] if deferrable else deferred[-1]
+        if deferrable:
+            assert trigger.deferral_mark and context["ti"].xcoms[DEPLOY_DEFERRAL_XCOM] == trigger.deferral_mark
+            assert trigger.report == {"source": "alpha", "task_id": "job", "incarnation": 0}
+        else:  # the wait runs in the worker: nothing to end from a triggerer
+            assert trigger.deferral_mark is None and trigger.report is None
+            assert DEPLOY_DEFERRAL_XCOM not in context["ti"].xcoms
+
+
+class _Stop(Exception):
+    pass
+
+
+async def _stop_with(trigger, seen):
+    seen.append(trigger)
+    raise _Stop
+
+
+def test_a_cleared_task_finds_its_earlier_drivers_end_in_the_ready_set_of_a_sensor_that_waits_on_it(monkeypatch):
+    import json as jsonlib
+
+    from airflow.sdk import DAG
+
+    from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
+
+    with DAG("d", schedule=None):
+        deploy = ZetaSparkJobOperator(task_id="job", application="/x.py", source="alpha")
+        ReadyToCloseSensor(task_id="ready", sources={"alpha": "job"})
+        ReadyToCloseSensor(task_id="other_ready", sources={"beta": "other_job"})
+    assert deploy._ready_sensor_ids() == ["ready"]
+    ready_set = {"incarnation": 0, "sources": {"alpha": {
+        "source": "alpha", "task_id": "job", "incarnation": 0, "token": "tok", "output_path": "/o", "rows": 1}}}
+    asked = []
+
+    class XCom:
+        @staticmethod
+        def get_one(key, dag_id, task_id, run_id, map_index):
+            asked.append((key, task_id))
+            return jsonlib.dumps(ready_set)  # as the ready trigger's TaskSuccessEvent stores it
+
+    import airflow.sdk.execution_time.xcom as xcom_module
+
+    monkeypatch.setattr(xcom_module, "XCom", XCom)
+    assert deploy._ready_set_names(_context(), "tok") and asked == [("return_value", "ready")]
+    assert not deploy._ready_set_names(_context(), "another-token")

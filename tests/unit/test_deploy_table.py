@@ -18,6 +18,8 @@ from airflow_provider_zeta.core.deploy import (
     Timing,
     decide,
     latest_record,
+    success_report,
+    trigger_reports_success,
 )
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
@@ -55,12 +57,13 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
 def observe(
     rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
     unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING, state_root_id=None,
-    deleted_for=0.0,
+    deleted_for=0.0, end_reported_by_sensor=False,
 ) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
         timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
         trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id, deleted_for=deleted_for,
+        end_reported_by_sensor=end_reported_by_sensor,
     )
 
 
@@ -432,3 +435,50 @@ def test_the_state_root_identity_is_written_once_and_read_back(tmp_path):
     assert [p.name for p in (tmp_path / "root").iterdir()] == [ROOT_ID_FILE], "no temporary file left"
     other = StateStorage.from_url(str(tmp_path / "unmounted"))
     assert state_root_identity(other, create=True) != first
+
+
+def test_a_cleared_task_whose_trigger_ended_it_relaunches_at_once_after_the_cleanup_from_any_host():
+    # Issue 16: the driver trigger ended try 1 from the triggerer (TaskSuccessEvent), which cannot
+    # write driver_ended into the task state store. The run's ready set, which names the token,
+    # stands in: a clear after the run's cleanup launches at once on any host, instead of waiting
+    # stopped_after for a driver that may still run (earlier_incarnation_cleanup_wait).
+    rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, state_root_id="root-1")
+    deleted = dict(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False, state_root_id="root-1")
+    decision = decide(observe(**deleted, end_reported_by_sensor=True))
+    assert (decision.rule, decision.action, decision.cancel_token) == ("earlier_incarnation_ended", Action.FRESH_LAUNCH, None)
+    assert "ready set" in decision.reason
+    # Without that evidence, the wait stays.
+    assert decide(observe(**deleted)).rule == "earlier_incarnation_cleanup_wait"
+    # The evidence does not lift anything within one incarnation (no clear: the same try's task).
+    same = decide(observe(**{**deleted, "incarnation": 0, "max_tries": 2}, end_reported_by_sensor=True))
+    assert same.rule == "state_root_not_shared"
+
+
+@pytest.mark.parametrize(
+    "view, ledger_incarnation, changes, expected",
+    [
+        (LedgerView.SUCCEEDED, 0, {}, True),
+        (LedgerView.SUCCEEDED, None, {}, True),  # a driver of an older version names no incarnation
+        (LedgerView.SUCCEEDED, 1, {}, False),  # another incarnation's driver: the task decides
+        (LedgerView.FAILED, 0, {}, False),
+        (LedgerView.LOST, 0, {}, False),
+        (LedgerView.SUCCEEDED, 0, {"wait_for_stop": True}, False),  # a fenced token: the task decides
+        (LedgerView.SUCCEEDED, 0, {"attempt_deleted": True}, False),
+        (LedgerView.SUCCEEDED, 0, {"output_complete": False}, False),  # the worker logs the rest
+    ],
+)
+def test_the_trigger_reports_success_only_where_the_task_would_reuse_the_result(view, ledger_incarnation, changes, expected):
+    kwargs = {"wait_for_stop": False, "attempt_deleted": False, "output_complete": True, **changes}
+    assert trigger_reports_success(view, ledger_incarnation, 0, **kwargs) is expected
+    if expected:  # the table agrees: the same observation reuses the driver's result
+        led = ledger(LedgerStatus.SUCCEEDED, incarnation=ledger_incarnation, output_path="/out", rows=3)
+        decision = decide(observe(rec=record(Phase.LAUNCHED), led=led, try_number=1, max_tries=1))
+        assert decision.action is Action.REUSE_RESULT
+
+
+def test_the_success_report_is_the_ledgers_result_with_the_source():
+    led = ledger(LedgerStatus.SUCCEEDED, output_path="/out", rows=3, spark_app_id="app-1")
+    assert success_report(led.result(), "alpha", "p.deploy_alpha", 2) == {
+        "token": "tok-a", "output_path": "/out", "rows": 3, "spark_app_id": "app-1", "metrics": {},
+        "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 2,
+    }

@@ -211,3 +211,102 @@ def test_a_cancel_that_arrives_with_a_stat_answer_stops_the_trigger(tmp_path, mo
         return time.monotonic() - started
 
     assert asyncio.run(main()) < 2.0
+
+
+def _succeeded(tmp_path, incarnation=0) -> Ledger:
+    ledger = Ledger(
+        token="tok", status=LedgerStatus.SUCCEEDED, started_at=1.0, heartbeat_at=time.time(), beat=3,
+        ended_at=time.time(), output_path="/out", rows=7, incarnation=incarnation,
+    )
+    (tmp_path / "attempt").mkdir(exist_ok=True)
+    (tmp_path / "attempt" / "ledger.json").write_bytes(ledger.to_json())
+    return ledger
+
+
+def _ending_trigger(tmp_path, monkeypatch, state="deferred", latest_mark="m1", **kw):
+    """A trigger that may end its task, with the task's state and deferral mark as given and the
+    XComs it stores recorded."""
+    key = {"dag_id": "pipeline", "run_id": "run_a", "task_id": "p.deploy_alpha", "map_index": -1}
+    kw = {"deferral_mark": "m1", "report": {"source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0}, **kw}
+    trigger = _trigger(tmp_path, task_key=key, **kw)
+    stored: list[tuple] = []
+
+    async def task_state():
+        return state
+
+    trigger._task_state = task_state
+    monkeypatch.setattr(trigger, "_latest_mark", lambda: latest_mark)
+
+    class XCom:
+        @staticmethod
+        def set(key, value, **where):
+            stored.append((key, value, where))
+
+    import airflow.sdk.execution_time.xcom as xcom_module
+
+    monkeypatch.setattr(xcom_module, "XCom", XCom)
+    return trigger, stored
+
+
+async def _first_event(trigger, timeout=5.0):
+    async def first():
+        async for event in trigger.run():
+            return event
+
+    return await asyncio.wait_for(first(), timeout)
+
+
+def test_a_succeeded_driver_ends_its_task_from_the_triggerer_with_its_report(tmp_path, monkeypatch):
+    """Issue 16: no worker resumes for a succeeded driver. The report is stored first (the task's
+    return value), then the event that ends the task."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    _succeeded(tmp_path)
+    trigger, stored = _ending_trigger(tmp_path, monkeypatch)
+    event = asyncio.run(_first_event(trigger))
+    assert isinstance(event, TaskSuccessEvent) and not event.xcoms
+    assert stored == [
+        (
+            "return_value",
+            {"token": "tok", "output_path": "/out", "rows": 7, "spark_app_id": None, "metrics": {},
+             "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0},
+            {"dag_id": "pipeline", "task_id": "p.deploy_alpha", "run_id": "run_a", "map_index": -1},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "state, latest_mark, ledger_incarnation, kw",
+    [
+        ("failed", "m1", 0, {}),  # the task no longer waits: maybe a stale trigger under a reused id
+        ("deferred", "m2", 0, {}),  # the task deferred again since: a newer trigger is its own
+        ("deferred", None, 0, {}),  # the mark cannot be read: no proof
+        ("deferred", "m1", 1, {}),  # another incarnation's driver
+        ("deferred", "m1", 0, {"wait_for_stop": True}),  # a fenced token: the task decides
+        ("deferred", "m1", 0, {"deferral_mark": None}),  # deferred by an earlier version, or not deferrable
+    ],
+)
+def test_a_trigger_not_proven_its_tasks_current_one_wakes_the_task_instead(tmp_path, monkeypatch, state, latest_mark, ledger_incarnation, kw):
+    from airflow.triggers.base import TaskSuccessEvent
+
+    _succeeded(tmp_path, incarnation=ledger_incarnation)
+    trigger, stored = _ending_trigger(tmp_path, monkeypatch, state=state, latest_mark=latest_mark, **kw)
+    event = asyncio.run(_first_event(trigger))
+    assert not isinstance(event, TaskSuccessEvent) and event.payload["view"] == "succeeded"
+    assert stored == []
+
+
+def test_a_driver_whose_output_is_not_all_logged_wakes_the_task_to_log_the_rest(tmp_path, monkeypatch):
+    from airflow.triggers.base import TaskSuccessEvent
+
+    from airflow_provider_zeta.triggers import driver_output
+
+    _succeeded(tmp_path)
+    # More than the trigger's final drain reads (16 slices of 64 KiB).
+    line = b"x" * 1023 + b"\n"
+    (tmp_path / "attempt" / "driver.log").write_bytes(line * (17 * driver_output.MAX_BYTES_PER_POLL // len(line)))
+    trigger, stored = _ending_trigger(tmp_path, monkeypatch, driver_output={"offset": 0, "conn_ids": []})
+    monkeypatch.setattr(driver_output.DriverOutput, "register_secrets", lambda self, log: asyncio.sleep(0))
+    event = asyncio.run(_first_event(trigger, timeout=30))
+    assert not isinstance(event, TaskSuccessEvent) and event.payload["driver_output_offset"] > 0
+    assert stored == []

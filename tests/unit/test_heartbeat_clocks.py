@@ -53,7 +53,10 @@ class Store(dict):
 
 
 def _context(store, try_number=1):
-    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="job", map_index=-1, try_number=try_number, max_tries=3, executor=None)
+    ti = SimpleNamespace(
+        dag_id="d", run_id="r", task_id="job", map_index=-1, try_number=try_number, max_tries=3, executor=None,
+        xcom_push=lambda key, value: None,
+    )
     return {"ti": ti, "dag_run": SimpleNamespace(clear_number=0, conf={}), "task_state_store": store, "logical_date": None, "ds": None}
 
 

@@ -64,7 +64,7 @@ def _context(dag_id="lineage_dag", run_id="scheduled__2026-05-06T00:00:00+00:00"
     context: dict = {"dag_run": dag_run, "task_state_store": Store(), "logical_date": LOGICAL_DATE, "ds": "2026-05-06"}
     context["ti"] = SimpleNamespace(
         dag_id=dag_id, run_id=run_id, task_id=task_id, map_index=-1, try_number=try_number, max_tries=3,
-        executor=None, dag_run=dag_run, get_template_context=lambda: context,
+        executor=None, dag_run=dag_run, get_template_context=lambda: context, xcom_push=lambda key, value: None,
     )
     return context
 

@@ -23,6 +23,7 @@ from airflow_provider_zeta.core.ready import (
     evaluate,
     parse_ready_set,
     parse_report,
+    ready_set_names,
     wait_deadline,
 )
 
@@ -216,6 +217,18 @@ def test_ready_set_round_trip_and_bad_input():
                 "not json", json.dumps([1])):
         with pytest.raises(CorruptState):
             parse_ready_set(bad)
+
+
+def test_a_ready_set_names_the_token_of_each_source_it_holds():
+    # A cleared deploy task reads from it that its earlier driver ended (core.deploy).
+    states = {t: "success" for t in EXPECTED.values()}
+    ready_set = run(states, {t: report(s) for s, t in EXPECTED.items()}).ready_set(0)
+    assert ready_set_names(ready_set, "deploy_eu", "tok-eu")
+    assert ready_set_names(json.dumps(ready_set), "deploy_eu", "tok-eu")  # as the trigger's event stores it
+    assert not ready_set_names(ready_set, "deploy_eu", "tok-us")  # another source's token
+    assert not ready_set_names(ready_set, "deploy_us", "tok-eu")
+    for unreadable in (None, "not json", {"sources": {}}, 3):
+        assert not ready_set_names(unreadable, "deploy_eu", "tok-eu")
 
 
 def test_partition_key_requires_a_logical_date():
