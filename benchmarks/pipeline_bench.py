@@ -107,7 +107,17 @@ def run_once(cluster, dag_id, ds, log, work_seconds, kill=None) -> dict:
     cluster.wait_for(lambda: published(cluster, dag_id, run_id), 1200, f"{dag_id} published", interval=1)
     wall = time.monotonic() - started
     total, redone = driver_seconds(log, time.time())
-    return {"dag": dag_id, "ds": ds, "wall_s": wall, "launches": len(starts(log)), "driver_s": total, "redone_s": redone, "resume_s": resume}
+    retried = [f"{ti['task_id']}: try {ti['try_number']}" for ti in cluster.task_instances(dag_id, run_id) if (ti.get("try_number") or 0) > 1]
+    return {
+        "dag": dag_id, "ds": ds, "wall_s": wall, "launches": len(starts(log)), "driver_s": total, "redone_s": redone,
+        "resume_s": resume, "retried": retried,
+    }
+
+
+def reran(result: dict) -> list[str]:
+    """Why a clean run does not count: a task with a second try (a spurious orphan reset of a busy
+    2-core machine re-runs the stock job and resets its clock), or a job launched more than once."""
+    return list(result.get("retried") or []) + ([f"{result['launches']} launches for {len(REGIONS)} jobs"] if result["launches"] != len(REGIONS) else [])
 
 
 def kill_component(name):
@@ -132,6 +142,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work-seconds", type=float, default=20)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--overhead-only", action="store_true", help="only the clean interleaved rounds, no kills")
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="zeta-bench-"))
     cluster = AirflowCluster(ROOT / "dags", db="sqlite", home=home, extra_env=cluster_env(home), parallelism=6)
@@ -144,7 +155,8 @@ def main() -> int:
             for dag_id in order:
                 results.append({"kind": "plain", **run_once(cluster, dag_id, f"2026-02-{day:02d}", home / f"l{day}.jsonl", args.work_seconds)})
                 day += 1
-        for name, kill in (("scheduler", kill_component("scheduler")), ("triggerer", kill_component("triggerer")), ("worker", kill_workers)):
+        kills = () if args.overhead_only else (("scheduler", kill_component("scheduler")), ("triggerer", kill_component("triggerer")), ("worker", kill_workers))
+        for name, kill in kills:
             for dag_id in (PROVIDER, BASELINE):
                 results.append({"kind": name, **run_once(cluster, dag_id, f"2026-02-{day:02d}", home / f"l{day}.jsonl", args.work_seconds, kill)})
                 day += 1
@@ -159,18 +171,31 @@ def report(results: list[dict], args) -> None:
     if not args.markdown:
         print(json.dumps(results, indent=2))
         return
-    plain = {dag: [r["wall_s"] for r in results if r["kind"] == "plain" and r["dag"] == dag] for dag in (PROVIDER, BASELINE)}
-    clean = {dag: statistics.median(plain[dag]) for dag in plain}
-    ratio = clean[PROVIDER] / clean[BASELINE]
+    # A round is one provider run and one stock run; it counts only when neither re-ran anything.
+    plain_runs = [r for r in results if r["kind"] == "plain"]
+    rounds = [plain_runs[i : i + 2] for i in range(0, len(plain_runs), 2)]
+    counted = [pair for pair in rounds if not any(reran(r) for r in pair)]
+    plain = {dag: [r["wall_s"] for pair in counted for r in pair if r["dag"] == dag] for dag in (PROVIDER, BASELINE)}
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}; "
           f"{args.rounds} interleaved rounds, jobs working {args.work_seconds:.0f} s each")
     print()
     print("| | this provider | stock SparkSubmitOperator |")
     print("|---|---|---|")
-    print(f"| wall time to published data, median (runs) | {statistics.median(plain[PROVIDER]):.0f} s ({len(plain[PROVIDER])}) | {statistics.median(plain[BASELINE]):.0f} s ({len(plain[BASELINE])}) |")
-    print(f"| **ratio** (target ≤ 1.10) | **{ratio:.2f}** | 1 |")
+    for number, pair in enumerate(rounds, 1):
+        by_dag = {r["dag"]: r for r in pair}
+        why = "; ".join(f"{r['dag']} re-ran: {', '.join(reran(r))}" for r in pair if reran(r))
+        print(f"| round {number} ({'counted' if not why else 'left out: ' + why}) | {by_dag[PROVIDER]['wall_s']:.0f} s | {by_dag[BASELINE]['wall_s']:.0f} s |")
+    if not counted:
+        print("| **no round counted**: every round re-ran something | | |")
+        return
+    clean = {dag: statistics.median(plain[dag]) for dag in plain}
+    ratio = clean[PROVIDER] / clean[BASELINE]
+    print(f"| wall time to published data, median (runs) | {clean[PROVIDER]:.1f} s ({len(plain[PROVIDER])}) | {clean[BASELINE]:.1f} s ({len(plain[BASELINE])}) |")
+    print(f"| **ratio** (target ≤ 1.05) | **{ratio:.3f}** | 1 |")
     for kind in ("scheduler", "triggerer", "worker"):
         row = {r["dag"]: r for r in results if r["kind"] == kind}
+        if not row:
+            continue
         p, b = row[PROVIDER], row[BASELINE]
         print(f"| `kill -9` {kind}: launches / re-done driver-seconds | {p['launches']} / {p['redone_s']:.0f} s | {b['launches']} / {b['redone_s']:.0f} s |")
         def resume(r):

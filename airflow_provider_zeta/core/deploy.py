@@ -156,12 +156,13 @@ class DeployObservation:
     # own clocks: the heartbeat measurement (``core.ledger.HeartbeatSeen``) with the mark
     # ``core.ledger.ATTEMPT_DELETED_MARK``, handed between tries and triggers as a duration.
     deleted_for: float = 0.0
-    # The record's token is named by the ready set a ready-to-close sensor of this run holds (its
-    # return value, read only when nothing of the attempt is visible): that sensor's evaluation had
-    # read the token's ledger succeeded, so its driver ended. Stands in for the record's
-    # ``driver_ended`` when the driver trigger ended the task from the triggerer, where it cannot
-    # write the task state store (``trigger_reports_success``).
-    end_reported_by_sensor: bool = False
+    # The record's token is named by what this run's pipeline published or verified (read only when
+    # nothing of the attempt is visible): the return value of the completed point that published
+    # this source from it, or the ready set of a ready-to-close sensor waiting on this task. Both
+    # were checked against the token's ledger reading succeeded, so its driver ended. Stands in for
+    # the record's ``driver_ended`` when the driver trigger ended the task from the triggerer, where
+    # it cannot write the task state store (``trigger_reports_success``).
+    end_reported_downstream: bool = False
 
     # -- derived facts the table's conditions read
     @property
@@ -399,7 +400,7 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     #    a cancel marker would recreate a deleted attempt directory that no cleanup records.
     Row(
         "earlier_incarnation_ended",
-        lambda o: o.task_cleared_since_record and (_rec(o).driver_ended or o.end_reported_by_sensor),
+        lambda o: o.task_cleared_since_record and (_rec(o).driver_ended or o.end_reported_downstream),
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "earlier_incarnation_ended",
@@ -408,7 +409,7 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             + (
                 f"seen by try {_rec(o).try_number}"
                 if _rec(o).driver_ended
-                else "its result is in the run's ready-to-close ready set"
+                else "the run's completed point or ready set names it"
             )
             + ") and is not reused; launching a new one",
         ),
@@ -711,8 +712,8 @@ def trigger_reports_success(
       resumed task logs the rest, masked.
 
     What the task's resume recorded besides the result — ``driver_ended`` in its task state store,
-    which a trigger cannot write — is what the run's ready set tells a later incarnation
-    (``DeployObservation.end_reported_by_sensor``).
+    which a trigger cannot write — is what the run's commit or ready set tells a later incarnation
+    (``DeployObservation.end_reported_downstream``).
     """
     return (
         view is LedgerView.SUCCEEDED

@@ -405,6 +405,16 @@ def asset_extra(marker: CommitMarker) -> dict[str, Any]:
     }
 
 
+def commit_names(value: Any, source: str, token: str) -> bool:
+    """Whether a completed point's return value (``asset_extra`` and more) published ``source``
+    from attempt ``token``: that driver succeeded (the ready set it published from was verified
+    against its ledger), so it ended; tokens are never reused. Anything else proves nothing."""
+    if not isinstance(value, Mapping):
+        return False
+    tokens = value.get("tokens")
+    return isinstance(tokens, Mapping) and tokens.get(source) == token
+
+
 def should_announce(decision: PublishDecision, published: str, publishing: Any, announced: Any) -> bool:
     """Whether this run of the completed point emits the Asset event of commit ``published``.
 

@@ -130,6 +130,10 @@ class CompletedPointOperator(BaseOperator):
     renames of a replacement leaves the table without the partition until the retry publishes it.
     """
 
+    #: A cleared deploy task looks for its run's commits by this mark (``ZetaSparkJobOperator``):
+    #: a source published from an attempt token tells it that driver ended.
+    is_zeta_completed_point = True
+
     template_fields = ("output_root", "partition")
     ui_color = "#ffd700"
 

@@ -403,7 +403,7 @@ class ZetaSparkJobOperator(BaseOperator):
                 mark = attempt_deleted_mark(self._incarnation(context))
                 deleted_for = self._heartbeat_silence(store, record.token, mark, event)
                 if not record.driver_ended:
-                    end_reported = self._ready_set_names(context, record.token)
+                    end_reported = self._end_reported_downstream(context, record.token)
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -418,7 +418,7 @@ class ZetaSparkJobOperator(BaseOperator):
             task=self._task_label(context),
             state_root_id=root_id,
             deleted_for=deleted_for,
-            end_reported_by_sensor=end_reported,
+            end_reported_downstream=end_reported,
             trigger_saw_nothing=bool(
                 event
                 and event.get("view") == LedgerView.INVISIBLE.value
@@ -427,35 +427,49 @@ class ZetaSparkJobOperator(BaseOperator):
             ),
         )
 
-    def _ready_set_names(self, context: Context, token: str) -> bool:
-        """Whether a ready-to-close sensor of this DAG that waits on this task holds, as its return
-        value, a ready set with this task's report of ``token`` (``core.ready.ready_set_names``):
-        that driver ended, though no try recorded it (its trigger ended the task). A sensor's value
-        outlives this task's clear until the sensor itself runs again."""
+    def _end_reported_downstream(self, context: Context, token: str) -> bool:
+        """Whether this run's pipeline recorded that ``token``'s driver ended, though no try of this
+        task did (its trigger ended the task, and a trigger cannot write the task state store): the
+        return value of a completed point that published this source from ``token``
+        (``core.publish.commit_names``), or of a ready-to-close sensor whose ready set holds this
+        task's report of ``token`` (``core.ready.ready_set_names``). Both outlive this task's
+        clear: the completed point runs again only after this task succeeded again, the sensor
+        (which a clear of the whole run starts at once) only when it is cleared too.
+        """
         from airflow.sdk.execution_time.xcom import XCom
 
+        from airflow_provider_zeta.core.publish import commit_names
         from airflow_provider_zeta.core.ready import ready_set_names
 
         dag_id, run_id, task_id, _ = self._key(context)
-        for sensor_id in self._ready_sensor_ids():
+        source = self.source or task_id
+        sensors, completed_points = self._pipeline_readers()
+        checks = [(point, lambda value: commit_names(value, source, token)) for point in completed_points]
+        checks += [(sensor, lambda value: ready_set_names(value, task_id, token)) for sensor in sensors]
+        for reader, names in checks:
             try:
-                value = XCom.get_one(key="return_value", dag_id=dag_id, task_id=sensor_id, run_id=run_id, map_index=-1)
+                value = XCom.get_one(key="return_value", dag_id=dag_id, task_id=reader, run_id=run_id, map_index=-1)
             except Exception:  # unreadable: no proof (the slower rule waits instead)
-                self.log.warning("zeta.deploy: could not read the ready set of %s", sensor_id, exc_info=True)
+                self.log.warning("zeta.deploy: could not read the return value of %s", reader, exc_info=True)
                 continue
-            if ready_set_names(value, task_id, token):
+            if names(value):
+                self.log.info("zeta.deploy: %s recorded that driver %s ended", reader, token)
                 return True
         return False
 
-    def _ready_sensor_ids(self) -> list[str]:
-        """The task ids of this DAG's ready-to-close sensors that wait on this task."""
-        dag = getattr(self, "dag", None)
-        found = []
-        for task in getattr(dag, "tasks", None) or ():
-            sources = getattr(task, "sources", None)
-            if getattr(task, "is_zeta_ready_to_close", False) and isinstance(sources, dict) and self.task_id in sources.values():
-                found.append(task.task_id)
-        return found
+    def _pipeline_readers(self) -> tuple[list[str], list[str]]:
+        """The task ids of this DAG's ready-to-close sensors that wait on this task, and of the
+        completed points that publish from those sensors' ready sets."""
+        tasks = list(getattr(getattr(self, "dag", None), "tasks", None) or ())
+        sensors = [
+            task.task_id
+            for task in tasks
+            if getattr(task, "is_zeta_ready_to_close", False)
+            and isinstance(getattr(task, "sources", None), dict)
+            and self.task_id in task.sources.values()
+        ]
+        points = [task.task_id for task in tasks if getattr(task, "is_zeta_completed_point", False) and getattr(task, "ready_task_id", None) in sensors]
+        return sensors, points
 
     def _heartbeat_silence(self, store: Any, token: str, mark: str, event: dict[str, Any] | None) -> float:
         """How long the driver's heartbeat ``mark`` has been seen unchanged: a duration, never a clock

@@ -250,30 +250,38 @@ async def _stop_with(trigger, seen):
     raise _Stop
 
 
-def test_a_cleared_task_finds_its_earlier_drivers_end_in_the_ready_set_of_a_sensor_that_waits_on_it(monkeypatch):
+def test_a_cleared_task_finds_its_earlier_drivers_end_in_its_runs_commit_or_ready_set(monkeypatch):
+    """Issue 16: a deploy task ended by its trigger recorded no driver_ended. The run's completed
+    point (which runs again only after this task succeeded again) or ready-to-close sensor (which a
+    clear of the whole run starts at once, wiping its value) names the token instead."""
     import json as jsonlib
 
     from airflow.sdk import DAG
 
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
     from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
 
     with DAG("d", schedule=None):
         deploy = ZetaSparkJobOperator(task_id="job", application="/x.py", source="alpha")
         ReadyToCloseSensor(task_id="ready", sources={"alpha": "job"})
+        CompletedPointOperator(task_id="publish", output_root="/out", ready_task_id="ready")
         ReadyToCloseSensor(task_id="other_ready", sources={"beta": "other_job"})
-    assert deploy._ready_sensor_ids() == ["ready"]
+        CompletedPointOperator(task_id="other_publish", output_root="/out2", ready_task_id="other_ready")
+    assert deploy._pipeline_readers() == (["ready"], ["publish"])
     ready_set = {"incarnation": 0, "sources": {"alpha": {
-        "source": "alpha", "task_id": "job", "incarnation": 0, "token": "tok", "output_path": "/o", "rows": 1}}}
+        "source": "alpha", "task_id": "job", "incarnation": 0, "token": "tok-ready", "output_path": "/o", "rows": 1}}}
+    values = {"ready": jsonlib.dumps(ready_set), "publish": {"commit_id": "c", "tokens": {"alpha": "tok-commit"}}}
     asked = []
 
     class XCom:
         @staticmethod
         def get_one(key, dag_id, task_id, run_id, map_index):
             asked.append((key, task_id))
-            return jsonlib.dumps(ready_set)  # as the ready trigger's TaskSuccessEvent stores it
+            return values.get(task_id)
 
     import airflow.sdk.execution_time.xcom as xcom_module
 
     monkeypatch.setattr(xcom_module, "XCom", XCom)
-    assert deploy._ready_set_names(_context(), "tok") and asked == [("return_value", "ready")]
-    assert not deploy._ready_set_names(_context(), "another-token")
+    assert deploy._end_reported_downstream(_context(), "tok-commit") and asked == [("return_value", "publish")]
+    assert deploy._end_reported_downstream(_context(), "tok-ready")  # the sensor's value, when not yet wiped
+    assert not deploy._end_reported_downstream(_context(), "another-token")

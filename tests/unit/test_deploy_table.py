@@ -57,13 +57,13 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
 def observe(
     rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
     unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING, state_root_id=None,
-    deleted_for=0.0, end_reported_by_sensor=False,
+    deleted_for=0.0, end_reported_downstream=False,
 ) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
         timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
         trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id, deleted_for=deleted_for,
-        end_reported_by_sensor=end_reported_by_sensor,
+        end_reported_downstream=end_reported_downstream,
     )
 
 
@@ -444,13 +444,13 @@ def test_a_cleared_task_whose_trigger_ended_it_relaunches_at_once_after_the_clea
     # stopped_after for a driver that may still run (earlier_incarnation_cleanup_wait).
     rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, state_root_id="root-1")
     deleted = dict(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False, state_root_id="root-1")
-    decision = decide(observe(**deleted, end_reported_by_sensor=True))
+    decision = decide(observe(**deleted, end_reported_downstream=True))
     assert (decision.rule, decision.action, decision.cancel_token) == ("earlier_incarnation_ended", Action.FRESH_LAUNCH, None)
-    assert "ready set" in decision.reason
+    assert "completed point or ready set" in decision.reason
     # Without that evidence, the wait stays.
     assert decide(observe(**deleted)).rule == "earlier_incarnation_cleanup_wait"
     # The evidence does not lift anything within one incarnation (no clear: the same try's task).
-    same = decide(observe(**{**deleted, "incarnation": 0, "max_tries": 2}, end_reported_by_sensor=True))
+    same = decide(observe(**{**deleted, "incarnation": 0, "max_tries": 2}, end_reported_downstream=True))
     assert same.rule == "state_root_not_shared"
 
 

@@ -12,6 +12,7 @@ from airflow_provider_zeta.core.publish import (
     Owner,
     PublishAction,
     commit_id,
+    commit_names,
     decide_publish,
     marker_for,
     parse_commit_marker,
@@ -229,6 +230,14 @@ def test_a_ready_set_names_the_token_of_each_source_it_holds():
     assert not ready_set_names(ready_set, "deploy_us", "tok-eu")
     for unreadable in (None, "not json", {"sources": {}}, 3):
         assert not ready_set_names(unreadable, "deploy_eu", "tok-eu")
+
+
+def test_a_completed_points_return_value_names_the_token_each_source_was_published_from():
+    value = {"commit_id": "c", "tokens": {"eu": "tok-eu", "us": "tok-us"}, "rows": {"eu": 1, "us": 2}}
+    assert commit_names(value, "eu", "tok-eu") and not commit_names(value, "eu", "tok-us")
+    assert not commit_names(value, "apac", "tok-eu")
+    for unreadable in (None, "text", {"tokens": "x"}, {}):
+        assert not commit_names(unreadable, "eu", "tok-eu")
 
 
 def test_partition_key_requires_a_logical_date():
