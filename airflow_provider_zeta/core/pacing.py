@@ -14,7 +14,8 @@ Theory of operation
     silence goes unchecked: liveness, deadlines). After a changed signature the full looks come
     every ``after_change`` seconds for ``chase_for`` seconds, then back off again, doubling: the
     ready-to-close trigger sees a ledger turn terminal a few seconds before the deploy task that
-    reports it ends (that task resumes on a worker first), so it keeps asking at a short pace
+    reports it ends (its trigger notices the ledger, stores the report and ends the task, or
+    the task resumes on a worker when it must decide), so it keeps asking at a short pace
     until then; the driver trigger, whose ledger changes with every heartbeat, looks again only at
     the backoff's pace (``after_change = slowest``, no chase).
 
