@@ -49,6 +49,20 @@ def openlineage_default(option: str) -> bool:
     return conf.getboolean("openlineage", option, fallback=False)
 
 
+def openlineage_listener_enabled() -> bool:
+    """Whether Airflow's OpenLineage listener reports task events here (the provider is installed
+    and configured, as ``airflow.providers.openlineage.conf.is_disabled`` decides)."""
+    try:
+        from airflow.providers.openlineage.conf import is_disabled
+    except ImportError:
+        return False
+    try:
+        return not is_disabled()
+    except Exception:  # an unreadable configuration: assume it reports, keep the worker's end
+        log.warning("zeta: could not tell whether OpenLineage is enabled; assuming it is", exc_info=True)
+        return True
+
+
 def inject_openlineage_properties(
     conf: Mapping[str, Any], context: Context, *, parent_job_info: bool, transport_info: bool
 ) -> dict[str, Any]:

@@ -276,6 +276,9 @@ def _status(o: DeployObservation) -> LedgerStatus | None:
     return o.ledger.status if isinstance(o.ledger, Ledger) else None
 
 
+TERMINAL_STATUSES = frozenset(status for status in LedgerStatus if status.terminal)
+
+
 def _same_incarnation(o: DeployObservation) -> bool:
     return isinstance(o.record, AttemptRecord) and o.record.incarnation == o.incarnation
 
@@ -400,7 +403,8 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     #    a cancel marker would recreate a deleted attempt directory that no cleanup records.
     Row(
         "earlier_incarnation_ended",
-        lambda o: o.task_cleared_since_record and (_rec(o).driver_ended or o.end_reported_downstream),
+        lambda o: o.task_cleared_since_record
+        and (_rec(o).driver_ended or o.end_reported_downstream or _status(o) in TERMINAL_STATUSES),
         lambda o: _decision(
             Action.FRESH_LAUNCH,
             "earlier_incarnation_ended",
@@ -409,6 +413,8 @@ DEPLOY_TABLE: tuple[Row, ...] = (
             + (
                 f"seen by try {_rec(o).try_number}"
                 if _rec(o).driver_ended
+                else f"its ledger is {_led(o).status.value}"
+                if _status(o) in TERMINAL_STATUSES
                 else "the run's completed point or ready set names it"
             )
             + ") and is not reused; launching a new one",
@@ -721,6 +727,27 @@ def trigger_reports_success(
         and not wait_for_stop
         and not attempt_deleted
         and output_complete
+    )
+
+
+def trigger_may_end_task(
+    decision: Decision, record_token: str, *, deferrable: bool, has_outlets: bool, lineage_listener: bool
+) -> bool:
+    """Whether the trigger of this deferral may end the task itself once its driver succeeded
+    (then ``trigger_reports_success`` decides at that moment).
+
+    Only a deferral on the task's own live or starting driver (``reattach``/``wait_for_launch`` of
+    the record's token: not a fenced one, not a deleted attempt), in the triggerer
+    (``deferrable``), and only when ending in the triggerer skips nothing the worker's end of the
+    task does: Airflow 3.3 registers no outlet (Asset) events and calls no task listener — the
+    OpenLineage COMPLETE event of the task — for a task ended by a trigger event.
+    """
+    return (
+        deferrable
+        and decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH)
+        and decision.token == record_token
+        and not has_outlets
+        and not lineage_listener
     )
 
 

@@ -405,14 +405,15 @@ def asset_extra(marker: CommitMarker) -> dict[str, Any]:
     }
 
 
-def commit_names(value: Any, source: str, token: str) -> bool:
-    """Whether a completed point's return value (``asset_extra`` and more) published ``source``
-    from attempt ``token``: that driver succeeded (the ready set it published from was verified
-    against its ledger), so it ended; tokens are never reused. Anything else proves nothing."""
+def commit_names(value: Any, token: str) -> bool:
+    """Whether a completed point's return value (``asset_extra`` and more) published a source from
+    attempt ``token``: that driver succeeded (the ready set it published from was verified against
+    its ledger), so it ended; tokens are never reused, so the source's name need not match.
+    Anything else proves nothing."""
     if not isinstance(value, Mapping):
         return False
     tokens = value.get("tokens")
-    return isinstance(tokens, Mapping) and tokens.get(source) == token
+    return isinstance(tokens, Mapping) and token in tokens.values()
 
 
 def should_announce(decision: PublishDecision, published: str, publishing: Any, announced: Any) -> bool:

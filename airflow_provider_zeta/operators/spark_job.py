@@ -74,6 +74,7 @@ from airflow_provider_zeta.core.deploy import (
     launch_wait_deadline,
     self_stop_wait_deadline,
     success_report,
+    trigger_may_end_task,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
@@ -102,7 +103,7 @@ from airflow_provider_zeta.core.publish import (
 )
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE, OUTPUT_DIR, attempt_dir
 from airflow_provider_zeta.plugins.links import ZetaDriverLink
-from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default
+from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, spark_submit_command
 from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
@@ -442,9 +443,8 @@ class ZetaSparkJobOperator(BaseOperator):
         from airflow_provider_zeta.core.ready import ready_set_names
 
         dag_id, run_id, task_id, _ = self._key(context)
-        source = self.source or task_id
         sensors, completed_points = self._pipeline_readers()
-        checks = [(point, lambda value: commit_names(value, source, token)) for point in completed_points]
+        checks = [(point, lambda value: commit_names(value, token)) for point in completed_points]
         checks += [(sensor, lambda value: ready_set_names(value, task_id, token)) for sensor in sensors]
         for reader, names in checks:
             try:
@@ -760,12 +760,16 @@ class ZetaSparkJobOperator(BaseOperator):
         else:
             missing_deadline = launch_wait_deadline(record.intent_at, observation.timing.launch_grace, time.time(), poll)
         self._current_token = decision.token
-        # The trigger may end this task itself once the driver succeeded (core.deploy.
-        # trigger_reports_success), with this report and only while it proves itself this
-        # deferral's trigger: the task's latest deferral mark, an XCom written now, is its own.
-        ends_task = self.deferrable and not deleted and decision.action is not Action.WAIT_FOR_STOP and record.token == decision.token
-        mark = uuid.uuid4().hex if ends_task else None
-        if mark is not None:
+        # The trigger may end this task itself once the driver succeeded (core.deploy), with this
+        # report and only while it proves itself this deferral's trigger: the task's latest
+        # deferral mark, an XCom written now, is its own. Every deferral writes a new mark, so an
+        # older trigger never finds its own mark the latest (core.events).
+        ends_task = trigger_may_end_task(
+            decision, record.token, deferrable=self.deferrable, has_outlets=bool(self.outlets), lineage_listener=openlineage_listener_enabled()
+        )
+        mark = None
+        if self.deferrable:
+            mark = uuid.uuid4().hex
             context["ti"].xcom_push(key=DEPLOY_DEFERRAL_XCOM, value=mark)
         seen = getattr(self, "_seen", None)
         if seen is not None and seen.token == decision.token:
@@ -792,9 +796,9 @@ class ZetaSparkJobOperator(BaseOperator):
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),
             stale_check=self.deferrable,
-            deferral_mark=mark,
+            deferral_mark=mark if ends_task else None,
             report=None
-            if mark is None
+            if not ends_task
             else {"source": self.source or context["ti"].task_id, "task_id": context["ti"].task_id, "incarnation": record.incarnation},
         )
         if not self.deferrable:

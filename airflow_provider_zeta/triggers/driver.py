@@ -36,8 +36,13 @@ How it works
     that count reaches the wait (``missing_deadline`` is only a fallback) and writes nothing into
     the attempt, not even on ``on_kill``.
 
+    A succeeded driver ends the task here, without a worker, where ``core.deploy`` allows it
+    (``trigger_may_end_task`` when the task deferred, ``trigger_reports_success`` now) and the
+    trigger proves itself the one the task waits on (``core.events``): it stores the report as the
+    task's return value and yields ``TaskSuccessEvent``. Any error on that way wakes the task.
+
 What it does not do
-    It makes no coordination decision itself, and it never cancels a driver when the triggerer
+    It takes no other coordination decision itself, and it never cancels a driver when the triggerer
     restarts or hands the trigger to another triggerer (``cleanup``). Only ``on_kill`` — a user
     marking the task failed/success or clearing it, or deleting its run — writes the cancel marker
     and stops the local driver process.
@@ -260,12 +265,11 @@ class ZetaDriverTrigger(BaseTrigger):
                 if output is not None:  # h15
                     event["driver_output_offset"] = output.offset
                 run_id = str((self.task_key or {}).get("run_id"))
-                if await self._may_end_task(view, output):
-                    # The report first (this task's return value, stored as a task stores it),
-                    # then the event that ends the task without a worker. A triggerer killed in
+                if await self._end_task_here(view, output):
+                    # The report is stored (this task's return value, stored as a task stores it);
+                    # now the event that ends the task without a worker. A triggerer killed in
                     # between loses only the event: the next triggerer runs this trigger again from
                     # its kwargs, reads the same ledger and stores the same report again.
-                    await asyncio.to_thread(self._store_report)
                     crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
                     yield TaskSuccessEvent()
                     return
@@ -285,6 +289,18 @@ class ZetaDriverTrigger(BaseTrigger):
                     yield TriggerEvent({"token": self.token, "view": "stale", "detail": "", "seen": None, "task_key": self.task_key})
                     return
             pacer.looked(time.monotonic(), signature)
+
+    async def _end_task_here(self, view: LedgerView, output: Any) -> bool:
+        """Prove and store the report; False (the task is woken instead) on anything unproven and
+        on any error: a storage or API error here must not fail the trigger, and so the task."""
+        try:
+            if not await self._may_end_task(view, output):
+                return False
+            await asyncio.to_thread(self._store_report)
+            return True
+        except Exception:
+            self.log.exception("zeta driver %s: could not end the task from here; waking it", self.token)
+            return False
 
     async def _may_end_task(self, view: LedgerView, output: Any) -> bool:
         """Whether to end the task from here with its driver's result: the rule is

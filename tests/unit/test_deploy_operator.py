@@ -212,7 +212,10 @@ def _wait_for(check, timeout_s: float):
 
 def test_a_deferral_on_its_own_driver_carries_the_mark_and_report_the_trigger_needs_to_end_the_task(state_root, monkeypatch):
     """Issue 16: the trigger ends the task itself only with the task's latest deferral mark (an
-    XCom written before the trigger exists) and the report's source, task id and incarnation."""
+    XCom written before the trigger exists) and the report's source, task id and incarnation; a
+    task with outlets keeps its worker's end (Airflow emits no Asset event for a trigger's end)."""
+    from airflow.sdk import Asset
+
     from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM
 
     store = Store()
@@ -220,34 +223,22 @@ def test_a_deferral_on_its_own_driver_carries_the_mark_and_report_the_trigger_ne
     _attempt(state_root, "tok").mkdir(parents=True)
     ledger = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1.0, heartbeat_at=time.time())
     (_attempt(state_root, "tok") / LEDGER_FILE).write_bytes(ledger.to_json())
-    deferred: list = []
-    for deferrable in (True, False):
-        operator = ZetaSparkJobOperator(task_id="job", application="/x.py", source="alpha", deferrable=deferrable)
-        monkeypatch.setattr(operator, "defer", lambda **kw: deferred.append(kw))
-        monkeypatch.setattr(spark_job, "_first_event", lambda trigger: _stop_with(trigger, deferred))
+
+    def deferral(**kwargs):
+        operator = ZetaSparkJobOperator(task_id="job", application="/x.py", source="alpha", **kwargs)
+        deferred: list = []
+        monkeypatch.setattr(operator, "defer", lambda **kw: deferred.append(kw["trigger"]))
         context = _context(try_number=2, store=store)
-        with pytest.raises(_Stop):
-            if not deferrable:
-                operator.execute(context)
-            else:
-                operator.execute(context)
-                raise _Stop
-        trigger = deferred[-1]["trigger"] if deferrable else deferred[-1]
-        if deferrable:
-            assert trigger.deferral_mark and context["ti"].xcoms[DEPLOY_DEFERRAL_XCOM] == trigger.deferral_mark
-            assert trigger.report == {"source": "alpha", "task_id": "job", "incarnation": 0}
-        else:  # the wait runs in the worker: nothing to end from a triggerer
-            assert trigger.deferral_mark is None and trigger.report is None
-            assert DEPLOY_DEFERRAL_XCOM not in context["ti"].xcoms
+        operator.execute(context)
+        assert len(deferred) == 1
+        return deferred[0], context["ti"].xcoms
 
-
-class _Stop(Exception):
-    pass
-
-
-async def _stop_with(trigger, seen):
-    seen.append(trigger)
-    raise _Stop
+    trigger, xcoms = deferral()
+    assert trigger.deferral_mark and xcoms[DEPLOY_DEFERRAL_XCOM] == trigger.deferral_mark
+    assert trigger.report == {"source": "alpha", "task_id": "job", "incarnation": 0}
+    trigger, xcoms = deferral(outlets=[Asset("s3://bucket/table")])
+    # A new mark all the same (every deferral writes one), but nothing for the trigger to end with.
+    assert xcoms[DEPLOY_DEFERRAL_XCOM] and trigger.deferral_mark is None and trigger.report is None
 
 
 def test_a_cleared_task_finds_its_earlier_drivers_end_in_its_runs_commit_or_ready_set(monkeypatch):

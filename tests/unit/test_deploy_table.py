@@ -19,6 +19,7 @@ from airflow_provider_zeta.core.deploy import (
     decide,
     latest_record,
     success_report,
+    trigger_may_end_task,
     trigger_reports_success,
 )
 from airflow_provider_zeta.core.ledger import (
@@ -105,7 +106,7 @@ ROWS = [
                 intent_visible=False, state_root_id="root-1", deleted_for=TIMING.stopped_after - 1),
         Action.WAIT_FOR_SELF_STOP,
     ),
-    ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED), incarnation=1), Action.FENCE),
+    ("new_incarnation", observe(rec=record(incarnation=0), led=ledger(), incarnation=1), Action.FENCE),
     ("corrupt_ledger", observe(rec=record(Phase.LAUNCHED), led=CorruptState("bad ledger")), Action.FAIL),
     ("already_succeeded", observe(rec=record(Phase.LAUNCHED), led=ledger(LedgerStatus.SUCCEEDED)), Action.REUSE_RESULT),
     ("fenced_driver_stopped", observe(rec=record(Phase.ABANDONED), led=ledger(LedgerStatus.CANCELLED)), Action.FRESH_LAUNCH),
@@ -235,8 +236,12 @@ def test_terminal_ledger_is_never_resumed_as_running_even_with_fresh_heartbeat()
 
 
 def test_higher_incarnation_never_reuses_an_older_result():
-    # The cleared task fences the old token first ...
+    # The cleared task launches anew at once: the old driver ended (its ledger is terminal), so
+    # nothing is fenced (a cancel marker could re-create an attempt the cleanup is deleting).
     decision = decide(observe(rec=record(incarnation=0), led=ledger(LedgerStatus.SUCCEEDED, incarnation=0), incarnation=1))
+    assert (decision.rule, decision.action, decision.cancel_token) == ("earlier_incarnation_ended", Action.FRESH_LAUNCH, None)
+    # A running one is fenced first ...
+    decision = decide(observe(rec=record(incarnation=0), led=ledger(incarnation=0), incarnation=1))
     assert decision.action is Action.FENCE and decision.token == "tok-a"
     # ... then, with its own abandoned record of the new incarnation, launches anew: the old
     # driver's success (its ledger says incarnation 0) is not reused.
@@ -252,9 +257,12 @@ def test_a_cleared_task_reruns_however_its_previous_try_ended():
     # Airflow raises max_tries to try_number + retries on every clear of a task that is not
     # RUNNING (deferred, succeeded, failed, up for retry): the previous driver is never reused.
     rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=3)
-    for led in (ledger(LedgerStatus.SUCCEEDED), ledger(LedgerStatus.RUNNING), ledger(LedgerStatus.FAILED)):
+    for led in (ledger(LedgerStatus.SUCCEEDED), ledger(LedgerStatus.FAILED), ledger(LedgerStatus.CANCELLED)):
         cleared = decide(observe(rec=rec, led=led, incarnation=1, try_number=2, max_tries=4))
-        assert cleared.rule == "new_incarnation" and cleared.action is Action.FENCE, led.status
+        assert cleared.rule == "earlier_incarnation_ended" and cleared.action is Action.FRESH_LAUNCH, led.status
+        assert "its ledger is" in cleared.reason
+    running = decide(observe(rec=rec, led=ledger(LedgerStatus.RUNNING), incarnation=1, try_number=2, max_tries=4))
+    assert running.rule == "new_incarnation" and running.action is Action.FENCE
 
 
 def test_a_retry_after_a_clear_of_another_task_reuses_the_finished_driver():
@@ -470,10 +478,10 @@ def test_a_cleared_task_whose_trigger_ended_it_relaunches_at_once_after_the_clea
 def test_the_trigger_reports_success_only_where_the_task_would_reuse_the_result(view, ledger_incarnation, changes, expected):
     kwargs = {"wait_for_stop": False, "attempt_deleted": False, "output_complete": True, **changes}
     assert trigger_reports_success(view, ledger_incarnation, 0, **kwargs) is expected
-    if expected:  # the table agrees: the same observation reuses the driver's result
+    if view is LedgerView.SUCCEEDED and not changes:  # the table agrees on the same observation
         led = ledger(LedgerStatus.SUCCEEDED, incarnation=ledger_incarnation, output_path="/out", rows=3)
         decision = decide(observe(rec=record(Phase.LAUNCHED), led=led, try_number=1, max_tries=1))
-        assert decision.action is Action.REUSE_RESULT
+        assert (decision.action is Action.REUSE_RESULT) is expected
 
 
 def test_the_success_report_is_the_ledgers_result_with_the_source():
@@ -482,3 +490,15 @@ def test_the_success_report_is_the_ledgers_result_with_the_source():
         "token": "tok-a", "output_path": "/out", "rows": 3, "spark_app_id": "app-1", "metrics": {},
         "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 2,
     }
+
+
+def test_only_a_deferral_on_the_tasks_own_driver_and_nothing_left_for_the_worker_may_be_ended_by_its_trigger():
+    wait = decide(observe(rec=record(Phase.LAUNCHED), led=ledger(), try_number=1, max_tries=1))
+    assert wait.action is Action.REATTACH
+    plain = dict(deferrable=True, has_outlets=False, lineage_listener=False)
+    assert trigger_may_end_task(wait, "tok-a", **plain)
+    assert not trigger_may_end_task(wait, "tok-b", **plain)  # a deferral on another token
+    for change in ({"deferrable": False}, {"has_outlets": True}, {"lineage_listener": True}):
+        assert not trigger_may_end_task(wait, "tok-a", **{**plain, **change}), change
+    stop = decide(observe(rec=record(Phase.ABANDONED), led=ledger(heartbeat_age=70), unchanged_for=70, try_number=1, max_tries=1))
+    assert stop.action is Action.WAIT_FOR_STOP and not trigger_may_end_task(stop, "tok-a", **plain)

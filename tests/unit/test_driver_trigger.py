@@ -310,3 +310,21 @@ def test_a_driver_whose_output_is_not_all_logged_wakes_the_task_to_log_the_rest(
     event = asyncio.run(_first_event(trigger, timeout=30))
     assert not isinstance(event, TaskSuccessEvent) and event.payload["driver_output_offset"] > 0
     assert stored == []
+
+
+def test_an_error_while_ending_the_task_wakes_it_instead_of_failing_the_trigger(tmp_path, monkeypatch):
+    """A storage or API error on the way must not fail the trigger (and so the task): the task
+    is woken and takes the result in its worker."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    _succeeded(tmp_path)
+    trigger, stored = _ending_trigger(tmp_path, monkeypatch)
+
+    def refused(*args, **kwargs):
+        raise RuntimeError("the API server answered 500")
+
+    import airflow.sdk.execution_time.xcom as xcom_module
+
+    monkeypatch.setattr(xcom_module.XCom, "set", refused)
+    event = asyncio.run(_first_event(trigger))
+    assert not isinstance(event, TaskSuccessEvent) and event.payload["view"] == "succeeded"
