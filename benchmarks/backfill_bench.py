@@ -40,7 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pipeline_bench import BASELINE, PROVIDER, REGIONS, ROOT, cluster_env
+from pipeline_bench import BASELINE, HOPS, PROVIDER, PROVIDER_STEPS, REGIONS, ROOT, cluster_env, epoch, hops
 
 from airflow_provider_zeta.core.cleanup import RECORD_KEY
 from airflow_provider_zeta.testing import chaos
@@ -51,29 +51,9 @@ MAX_ACTIVE_RUNS = 2
 CLEANUP_DELAY_S = 600
 FIRST_DATE = dt.date(2026, 3, 1)
 CLEANUP_DAG = "zeta_cleanup"
-PUBLISH_TASK, CLEANUP_TASK = "regional_sales.completed_point", "regional_sales.cleanup"
+CLEANUP_TASK = "regional_sales.cleanup"
 SIDES = (PROVIDER, BASELINE)
 LABELS = {PROVIDER: "this provider", BASELINE: "stock SparkSubmitOperator"}
-#: Where a run's time goes, as consecutive moments: queued (the backfill created it), started (a
-#: ``max_active_runs`` slot), its last job's first line, its last job's last line (the jobs' launch
-#: log), data published (the provider's completed point; the last stock task's end), run ended.
-HOPS = (
-    "queued → started (waiting for a run slot)",
-    "started → last job started (scheduling, spark-submit, JVM)",
-    "→ last job ended (the jobs)",
-    "→ published",
-    "→ run ended",
-)
-
-#: The provider's "→ published" hop in steps: its deploy tasks' triggers notice the ledgers and the
-#: tasks resume, the ready-to-close sensor notices, the completed point publishes.
-PROVIDER_STEPS = (
-    "of which: last job ended → last deploy task ended",
-    "of which: → ready-to-close ended",
-    "of which: → completed point ended",
-)
-
-
 # ---------------------------------------------------------------------- pure helpers (tests/unit)
 
 
@@ -85,12 +65,6 @@ def round_dates(round_: int, dates: int, first: dt.date = FIRST_DATE) -> list[st
 def side_order(round_: int) -> tuple[str, str]:
     """Provider then stock in even rounds, stock then provider in odd ones (A B, B A, A B, ...)."""
     return (PROVIDER, BASELINE) if round_ % 2 == 0 else (BASELINE, PROVIDER)
-
-
-def epoch(iso: str | None) -> float | None:
-    if not iso:
-        return None
-    return dt.datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def reruns(task_instances: list[dict], launches: list[dict], expected_launches: int) -> list[str]:
@@ -125,39 +99,6 @@ def max_concurrent(spans: list[tuple[float, float]]) -> int:
         now += step
         most = max(most, now)
     return most
-
-
-def hops(run: dict, task_instances: list[dict], launches: list[dict], provider: bool) -> dict[str, float]:
-    """The run's time per hop (``HOPS``) and in all (``queued → ended``, ``started → ended``), seconds.
-
-    ``launches`` are the launch-log entries of this run; the moments come from the API's run and
-    task dates (ISO) and the jobs' own log (epoch seconds)."""
-    if provider:
-        published = max(epoch(ti["end_date"]) or 0.0 for ti in task_instances if ti["task_id"] == PUBLISH_TASK)
-    else:
-        published = max(epoch(ti["end_date"]) or 0.0 for ti in task_instances if ti["task_id"].startswith("submit_"))
-    queued, started, ended = epoch(run["queued_at"]), epoch(run["start_date"]), epoch(run["end_date"])
-    assert queued is not None and started is not None and ended is not None, f"run {run['dag_run_id']} has no dates"
-    points = [
-        queued,
-        started,
-        max(e["at"] for e in launches if "end" not in e),
-        max(e["end"] for e in launches if "end" in e),
-        published,
-        ended,
-    ]
-    result = {name: later - earlier for name, earlier, later in zip(HOPS, points[:-1], points[1:], strict=True)}
-    result["queued → ended"] = ended - queued
-    result["started → ended"] = ended - started
-    if provider:  # the provider's "→ published", step by step
-        def end_of(prefix: str) -> float:
-            return max(epoch(ti["end_date"]) or 0.0 for ti in task_instances if ti["task_id"].startswith(prefix))
-
-        deploys, ready = end_of("regional_sales.deploy_"), end_of("regional_sales.ready_to_close")
-        result[PROVIDER_STEPS[0]] = deploys - points[3]
-        result[PROVIDER_STEPS[1]] = ready - deploys
-        result[PROVIDER_STEPS[2]] = published - ready
-    return result
 
 
 def summarize(rounds: list[dict]) -> dict[str, Any]:

@@ -1,7 +1,13 @@
-"""`make bench`: run every benchmark under benchmarks/ and write docs/benchmarks.md.
+"""`make bench`: run the benchmarks under benchmarks/ and write their sections of docs/benchmarks.md.
 
-Each benchmark prints its own Markdown (``--markdown``); this script adds the machine, the date,
-the command and how to read each table. ``--quick`` runs smaller versions (for a smoke check).
+Each benchmark prints its own Markdown (``--markdown``); this script adds the date, the command and
+how to read each table, and replaces that benchmark's section (by its ``## `` title) in
+docs/benchmarks.md. Sections it does not run stay as they are: those of an earlier run, and those
+measured another way (the monitoring page's cost, by a test), each saying when and how.
+
+``--only KEY[,KEY...]`` runs only those sections (keys: ``overhead``, ``backfill``, ``ready``,
+``ready-wait``, ``footprint``, ``cleanup``), e.g. ``make bench BENCH_ARGS="--only overhead,footprint"``;
+``--quick`` runs smaller versions (a smoke check, marked as such).
 """
 
 from __future__ import annotations
@@ -17,41 +23,44 @@ ROOT = Path(__file__).resolve().parent.parent
 
 SECTIONS = [
     (
+        "overhead",
         "Overhead, re-done work and resume time: this provider vs the stock operators",
         ["pipeline_bench.py", "--markdown"],
-        ["pipeline_bench.py", "--markdown", "--rounds", "1", "--work-seconds", "5"],
+        ["pipeline_bench.py", "--markdown", "--rounds", "1", "--extra-rounds", "0", "--work-seconds", "5"],
         """How to read it:
 
-- Both pipelines run the same PySpark job (`dags/jobs/regional_sales_job.py`) for three regions on
-  the same embedded Airflow, interleaved. "Published" is the completed point for the provider (its
-  cleanup then waits out the retention window) and the run's end for the baseline.
-- **Overhead is a fixed cost per run, not a share of the Spark work.** After the last job ends,
-  its deploy task's trigger notices the ledger within `[zeta] poll_interval` (5 s), the task
-  resumes on a worker, the ready-to-close sensor's trigger notices within another poll interval,
-  and the completed point runs (about 1 s): 10-12 s of tail on this machine, plus a few seconds to
-  launch. A smoke run with 5-second jobs (`--rounds 1 --work-seconds 5`, 2026-11-21) measured a
-  16 s difference (63 s vs 47 s), about what the table shows for 20-second jobs. So the ratio
-  depends on how long the jobs run: with jobs this short it is above the 1.10 target; 16 s is
-  under 10 % of a pipeline that runs longer than 160 s. A lower `[zeta] poll_interval` shortens the tail at the
-  cost of triggerer CPU (see the footprint table).
+- Both pipelines run the same PySpark job (`dags/jobs/regional_sales_job.py`, 20 s of work) for
+  three regions on one embedded Airflow (SQLite, LocalExecutor, local Spark), one run at a time,
+  interleaved, the order alternating per round. Wall time runs from the run's queued moment to its
+  data published: the provider's completed point ended, the stock run's last task ended. Both
+  moments are Airflow's own dates (API), not this script's polling.
+- **Fair baselines.** The clean rounds run on Airflow's default health thresholds (scheduler and
+  triggerer 30 s, task heartbeat timeout 300 s): on 2 loaded cores a 10 s scheduler threshold made
+  the scheduler reset its own running tasks and re-run the stock jobs. Tries and launches are
+  counted per task: a round in which either side re-ran anything (a second try, a job launched
+  twice) is named and left out of the medians, and `--extra-rounds` more rounds replace it.
+- **Where the provider's tail goes** (second table, "of which" rows): when the last job ends, its
+  deploy task's trigger notices the ledger turn `succeeded` (a stat of the ledger file every
+  0.5 s), stores the source's report as the task's return value and ends the task from the
+  triggerer, without a worker; the ready-to-close trigger, which looks every 0.5 s for 10 s after a
+  driver ends, finds the last report and ends its sensor from the triggerer too; the completed
+  point, an ordinary worker task, publishes. The stock run's last task ends with its
+  spark-submit.
 - Re-done work counts Spark driver-seconds beyond one clean run per source, from the jobs' own
   launch log. The stock operator re-runs a job whose task was reset (scheduler kill) or killed
   (worker kill); the provider re-attaches to the running driver.
-- Resume time runs from the restart of the killed component (for a worker kill, which nothing
-  restarts, from the kill) to the pipeline's next task state change. It is bounded by the
-  scheduler's orphan detection (`[scheduler] orphaned_tasks_check_interval`, and
-  `scheduler_health_check_threshold` for a dead scheduler's jobs), the triggerer's health threshold
-  (`[triggerer] triggerer_health_check_threshold`) for triggers of a dead triggerer, and
-  `[scheduler] task_instance_heartbeat_timeout` for a dead worker's running tasks — set to 20 s,
-  20 s and 30 s in the embedded cluster (defaults: 30 s, 30 s, 300 s). A deferred deploy task
-  holds no worker, so a worker kill does not touch the provider's waiting jobs at all.
-- Read "resume" with the last row of each kill. The stock operator's first state change after a
-  scheduler kill is the reset of its orphaned tasks — followed by a relaunch of all three jobs. The
-  provider's jobs ran on through the kill, so its next state change is simply a job finishing: a
-  long "resume" there is not a stall. What the kill cost in the end is the extra wall time to
-  published data. Median and maximum over many kills of each kind: [chaos.md](chaos.md).""",
+- The kills run on a second cluster with the embedded cluster's short thresholds (health 20 s,
+  task heartbeat timeout 30 s), so a dead component is noticed in seconds. Resume time runs from
+  the restart of the killed component (for a worker kill, which nothing restarts, from the kill)
+  to the pipeline's next task state change. A deferred deploy task holds no worker, so a worker
+  kill does not touch the provider's waiting jobs at all. Read "resume" with the last row of each
+  kill: the stock operator's first state change after a scheduler kill is the reset of its
+  orphaned tasks, followed by a relaunch of all three jobs; the provider's jobs ran on through the
+  kill, so its next state change is simply a job finishing. Median and maximum over many kills of
+  each kind: [chaos.md](chaos.md).""",
     ),
     (
+        "backfill",
         "Backfill: six dates, max_active_runs 2, this provider vs the stock operators",
         ["backfill_bench.py", "--markdown"],
         ["backfill_bench.py", "--markdown", "--dates", "2", "--rounds", "1", "--extra-rounds", "0", "--work-seconds", "5"],
@@ -68,13 +77,13 @@ SECTIONS = [
   the next date's run gets its slot without waiting out the window: the last line gives the
   longest run against the window and how far the recorded cleanups were still due.
 - With two runs at a time a backfill of N dates takes about N / 2 run lengths, so the provider's
-  fixed tail per run (the first table's notes: ledger and ready-to-close polls, the completed
-  point) weighs in the same proportion as for a single run; the hop table shows where each run's
-  time went ("queued → started" is the wait for a run slot).
+  fixed tail per run (the first table's hops) weighs in the same proportion as for a single run;
+  the hop table shows where each run's time went ("queued → started" is the wait for a run slot).
 - A round in which either side re-ran anything (a second try of a task, a job launched twice for
   one run) is named and left out of the medians; `--extra-rounds` (default 1) replaces it.""",
     ),
     (
+        "ready",
         "Ready-to-close at 10, 100 and 1000 sources",
         ["ready_to_close_bench.py", "--markdown"],
         ["ready_to_close_bench.py", "--markdown"],
@@ -89,17 +98,47 @@ SECTIONS = [
   in-memory work.""",
     ),
     (
+        "ready-wait",
+        "Ready-to-close: the whole wait at 1000 sources",
+        ["ready_to_close_bench.py", "--wait"],
+        ["ready_to_close_bench.py", "--wait"],
+        """The trigger (`ReadyToCloseTrigger.run`, the real code) against an in-process stand-in for the
+Airflow API and real ledgers on a local state root; sources finish one per poll, after some had
+finished before the sensor deferred. "Calls" are Airflow API calls (task states, XCom reads) and
+ledger reads.
+
+How to read it:
+
+- **Per poll: one task-state call plus one XCom and one ledger read per newly finished source**
+  ("most calls in one poll" = 3). The exception is the first poll after the sensor handed over more
+  than 200 verified reports (the kwargs carry at most 200, to keep the trigger row bounded): it
+  reads the others once, and so does the first poll after a triggerer restart.
+- **The sensor needs no wake at the end**: the trigger ends it from the triggerer with the ready set
+  as its return value (about 300 bytes per source), so no worker starts for it.
+- **Logs grow with the changes**: one line per change naming only what changed.
+- **Trigger kwargs**: most of it is the `sources` map itself (1000 task ids); the handed-over
+  reports add up to ~60 kB (200 × ~300 bytes), the names of the sources already recorded ~10 kB.""",
+    ),
+    (
+        "footprint",
         "Triggerer footprint: 500 concurrent deferred waits",
         ["triggerer_footprint_bench.py", "--markdown"],
         ["triggerer_footprint_bench.py", "--markdown", "--triggers", "50", "--seconds", "10"],
         """How to read it:
 
-- Each deferred deploy task is one `ZetaDriverTrigger` polling its driver's ledger (one small file
-  read in a thread) every `[zeta] poll_interval` seconds; nothing else runs while the driver is
-  alive. CPU grows linearly with the number of waits and inversely with the poll interval.
+- Each deferred deploy task is one `ZetaDriverTrigger`. Every 0.5 s one thread hop stats the
+  ledger files of all the triggers (`triggers/file_watch.py`); a trigger reads its ledger (one
+  small file, in a thread) only when its file changed — with every heartbeat, every 5 s, as a live
+  driver writes it — or at the latest every `[zeta] poll_interval`. A separate process keeps the
+  ledgers heartbeating; CPU is measured after a warm-up.
+- Then every driver finishes (its ledger turns `succeeded`): "noticed after" is the time from that
+  write to its trigger's event, over all triggers.
+- On an object-store state root there is no stat: the trigger reads on its backoff up to
+  `poll_interval`.
 - Not included: the triggerer's own per-trigger bookkeeping in the metadata database.""",
     ),
     (
+        "cleanup",
         "Cleanup: one sweep over 10,000 ended runs, and the cleanup record",
         ["cleanup_sweep_bench.py", "--markdown"],
         ["cleanup_sweep_bench.py", "--markdown", "--runs", "200"],
@@ -115,15 +154,48 @@ SECTIONS = [
 ]
 
 
+def splice(document: str, title: str, body: str) -> str:
+    """``document`` with its section ``## title`` replaced by ``body`` (appended when absent); a
+    section runs to the next ``## `` heading."""
+    lines = document.splitlines()
+    heading = f"## {title}"
+    new = [heading, "", *body.strip("\n").splitlines(), ""]
+    try:
+        start = lines.index(heading)
+    except ValueError:
+        return "\n".join([*lines, "", *new]).rstrip("\n") + "\n"
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return "\n".join([*lines[:start], *new, *lines[end:]]).rstrip("\n") + "\n"
+
+
+HEADER = """# Benchmarks
+
+Written by `make bench` (`benchmarks/run_all.py`): each section says when it was measured and with
+which command; `make bench BENCH_ARGS="--only KEY"` measures one section again and leaves the others.
+Absolute times drift on these machines (x86_64, 2 cores); compare the columns of one table, which
+were measured side by side.
+"""
+
+
 def main() -> int:
     quick = "--quick" in sys.argv
-    out = ["# Benchmarks", ""]
-    out.append(
-        f"Written by `make bench` ({'quick' if quick else 'full'} run) on {dt.date.today().isoformat()}: "
-        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}. Absolute times "
-        "drift on these machines; compare the columns of one table, which were measured side by side."
-    )
-    for title, full, small, notes in SECTIONS:
+    keys = [key for key, *_ in SECTIONS]
+    only = keys
+    if "--only" in sys.argv:
+        position = sys.argv.index("--only")
+        only = sys.argv[position + 1].split(",") if position + 1 < len(sys.argv) else []
+        unknown = sorted(set(only) - set(keys))
+        if not only or unknown:
+            print(f"--only takes a comma-separated list of {keys}; got {only or 'nothing'}", file=sys.stderr)
+            return 2
+    target = ROOT / "docs" / "benchmarks.md"
+    document = target.read_text() if target.exists() else HEADER
+    if not document.startswith(HEADER):
+        first = document.find("\n## ")
+        document = HEADER + (document[first:] if first >= 0 else "")
+    for key, title, full, small, notes in SECTIONS:
+        if key not in only:
+            continue
         command = small if quick else full
         print(f"== {title}: python benchmarks/{' '.join(command)}", flush=True)
         # stdout is the section's Markdown; progress and raw figures (stderr) go to the terminal.
@@ -134,9 +206,15 @@ def main() -> int:
             sys.stderr.write(result.stdout[-3000:])
             print(f"benchmark {command[0]} failed (exit {result.returncode})", file=sys.stderr)
             return 1
-        out += ["", f"## {title}", "", f"Command: `python benchmarks/{' '.join(command)}`", "", result.stdout.strip(), "", notes]
-    (ROOT / "docs" / "benchmarks.md").write_text("\n".join(out) + "\n")
-    print("wrote docs/benchmarks.md")
+        when = (
+            f"Measured by `make bench` ({'quick run: smaller sizes, a smoke check, not a figure' if quick else 'full run'}) "
+            f"on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC: {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}."
+        )
+        body = "\n".join([f"Command: `python benchmarks/{' '.join(command)}`", "", when, "", result.stdout.strip(), "", notes])
+        document = splice(document, title, body)
+        target.write_text(document)  # after each section: a later failure keeps the earlier ones
+    print(f"wrote {target}")
     return 0
 
 

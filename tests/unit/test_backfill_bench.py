@@ -1,4 +1,4 @@
-"""The pure helpers of benchmarks/backfill_bench.py: dates and order of the rounds, which rounds
+"""The pure helpers of benchmarks/backfill_bench.py (hops from pipeline_bench.py): dates and order of the rounds, which rounds
 count (a side that re-ran anything is left out), medians and ratio, hops, concurrency."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_hops_add_up_to_the_run_and_split_the_providers_tail():
         {"task_id": "regional_sales.deploy_emea", "end_date": _iso(78)},
         {"task_id": "regional_sales.deploy_amer", "end_date": _iso(80)},
         {"task_id": "regional_sales.ready_to_close", "end_date": _iso(86)},
-        {"task_id": bench.PUBLISH_TASK, "end_date": _iso(88)},
+        {"task_id": "regional_sales.completed_point", "end_date": _iso(88)},
         {"task_id": bench.CLEANUP_TASK, "end_date": _iso(95)},
     ]
     hops = bench.hops(run, tis, launches, provider=True)
@@ -99,3 +99,19 @@ def test_hops_add_up_to_the_run_and_split_the_providers_tail():
     stock_tis = [{"task_id": "submit_emea", "end_date": _iso(72)}, {"task_id": "submit_amer", "end_date": _iso(77)}]
     stock = bench.hops(run, stock_tis, launches, provider=False)
     assert stock["→ published"] == pytest.approx(2) and not set(bench.PROVIDER_STEPS) & set(stock)
+
+
+def test_pipeline_bench_counts_only_complete_rounds_in_which_no_side_re_ran():
+    import pipeline_bench
+
+    def run(round_, dag, launches=3, retried=()):
+        return {"kind": "plain", "round": round_, "dag": dag, "launches": launches, "retried": list(retried)}
+
+    clean = [run(1, bench.PROVIDER), run(1, bench.BASELINE)]
+    retried = [run(2, bench.BASELINE, retried=["submit_emea: try 2"]), run(2, bench.PROVIDER)]
+    relaunched = [run(3, bench.PROVIDER, launches=4), run(3, bench.BASELINE)]
+    half = [run(4, bench.PROVIDER)]
+    killed = [{**run(0, bench.PROVIDER, launches=6), "kind": "scheduler"}]
+    assert pipeline_bench.counted_rounds(clean + retried + relaunched + half + killed) == [clean]
+    assert pipeline_bench.reran(retried[0]) == ["submit_emea: try 2"]
+    assert pipeline_bench.reran(relaunched[0]) == ["4 launches for 3 jobs"]
