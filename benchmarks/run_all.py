@@ -26,7 +26,7 @@ SECTIONS = [
         "overhead",
         "Overhead, re-done work and resume time: this provider vs the stock operators",
         ["pipeline_bench.py", "--markdown"],
-        ["pipeline_bench.py", "--markdown", "--rounds", "1", "--extra-rounds", "0", "--work-seconds", "5"],
+        ["pipeline_bench.py", "--markdown", "--rounds", "1", "--warmup", "0", "--extra-rounds", "0", "--work-seconds", "5"],
         """How to read it:
 
 - Both pipelines run the same PySpark job (`dags/jobs/regional_sales_job.py`, 20 s of work) for
