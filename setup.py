@@ -61,6 +61,11 @@ setup(
             # The multi-host test runs CeleryExecutor workers on the Redis broker (tests/test_multi_host.py).
             "apache-airflow-providers-celery>=3.26",
             "celery[redis]>=5.5,<5.7",
+            # A state root in an object store (tests/test_object_store.py): Airflow's S3 filesystem
+            # for the coordinator, s3fs for the driver, and a real S3 server to run them against.
+            "apache-airflow-providers-amazon>=9.0",
+            "s3fs>=2024.6",
+            "moto[server]>=5.0",
         ],
     },
     entry_points={

@@ -16,7 +16,10 @@ from __future__ import annotations
 import os
 import posixpath
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_zeta.core.paths import ChunkStream
 
 #: ``stat_signature`` of a file that does not exist.
 ABSENT = "absent"
@@ -218,6 +221,37 @@ class StateStorage:
             start = max(0, size + offset) if offset < 0 else min(offset, size)
             handle.seek(start)
             return handle.read(max(0, max_bytes)), start, size
+
+    def chunk_stream(self, relative: str) -> ChunkStream | None:
+        """The stream of a chunked log folder (``core.paths.chunk_stream``): one listing and, when
+        the end marker is there, one small read. ``None`` when the folder is absent."""
+        from airflow_provider_zeta.core.paths import DRIVER_LOG_END, chunk_stream
+
+        base = self.path(relative).rstrip("/")
+        self.fs.invalidate_cache(base)  # a listing cached by the filesystem would hide new chunks
+        try:
+            entries = self.fs.ls(base, detail=True)
+        except FileNotFoundError:
+            return None
+        sizes = {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries if e.get("type") != "directory"}
+        if not sizes:
+            return None
+        end = self.read_bytes(posixpath.join(relative, DRIVER_LOG_END)) if DRIVER_LOG_END in sizes else None
+        return chunk_stream(sizes, end)
+
+    def read_chunked_range(self, relative: str, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
+        """Up to ``max_bytes`` of the stream a chunked log folder holds, from ``offset`` (negative:
+        from the end): ``(data, start, size)`` as ``read_local_range`` answers, ``None`` when the
+        folder is absent. Each chunk is read with a ranged read of its own object."""
+        stream = self.chunk_stream(relative)
+        if stream is None:
+            return None
+        start = max(0, stream.size + offset) if offset < 0 else min(offset, stream.size)
+        parts = [
+            self.fs.cat_file(self.path(posixpath.join(relative, name)), start=low, end=high)
+            for name, low, high in stream.covering(start, start + max(0, max_bytes))
+        ]
+        return b"".join(parts), start, stream.size
 
     def move(self, source_relative: str, target_relative: str) -> None:
         """Rename within this storage. Atomic for a directory on a local filesystem."""

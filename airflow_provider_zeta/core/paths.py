@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 
 LEDGER_FILE = "ledger.json"
 CANCEL_MARKER = "cancel"
@@ -37,6 +38,13 @@ CANCEL_MARKER = "cancel"
 # launching side wrote to this state root (core/deploy.py, row state_root_not_shared).
 INTENT_FILE = "intent.json"
 OUTPUT_DIR = "output"
+#: spark-submit's output, in the attempt directory: one file on a local or mounted state root ...
+DRIVER_LOG = "driver.log"
+#: ... or, on an object store, numbered chunk objects in this folder, shipped by
+#: ``runtime/log_shipper.py`` and read in order as one stream (``chunk_stream``), ...
+DRIVER_LOG_CHUNKS = "driver.log.d"
+#: ... closed by this object, which holds the stream's total size.
+DRIVER_LOG_END = "end"
 RUNS_DIR = "runs"
 RUN_INFO_FILE = "run.json"
 ATTEMPTS_DIR = "attempts"
@@ -115,3 +123,49 @@ def tombstone_dir(dag_id: str, run_id: str, partition: str, commit: str) -> str:
     cleanup records, lists and deletes each tombstone on its own (a shared ``ds=<ds>/`` folder
     would be deleted at the first tombstone's due time, taking later ones with it)."""
     return f"{run_tombstones_dir(dag_id, run_id)}/{partition.replace('/', TOMBSTONE_SEGMENT_JOIN)}-{commit}"
+
+
+
+def chunk_name(sequence: int) -> str:
+    """The name of chunk ``sequence`` of a shipped driver log: eight digits, so names sort in order."""
+    return f"{sequence:08d}"
+
+
+@dataclass(frozen=True)
+class ChunkStream:
+    """What a listing of ``DRIVER_LOG_CHUNKS`` makes of the stream: its chunks in order as
+    (name, offset of the chunk's first byte, size), the stream's size, and whether it is complete."""
+
+    chunks: tuple[tuple[str, int, int], ...]
+    size: int
+    complete: bool
+
+    def covering(self, start: int, end: int) -> list[tuple[str, int, int]]:
+        """The chunks holding bytes of ``[start, end)``, each as (name, first byte, past the last
+        byte) relative to the chunk."""
+        found = []
+        for name, offset, size in self.chunks:
+            low, high = max(start, offset), min(end, offset + size)
+            if low < high:
+                found.append((name, low - offset, high - offset))
+        return found
+
+
+def chunk_stream(sizes: dict[str, int], end_marker: bytes | None) -> ChunkStream:
+    """The stream a shipped driver log holds: chunks ``00000000``, ``00000001``, ... in order, up to
+    the first one missing (the shipper writes them one after the other, so a gap is a chunk still
+    on its way: what follows it is not read yet). Other names are ignored (the job can write the
+    attempt directory). Complete when the end marker names exactly the size of those chunks."""
+    chunks: list[tuple[str, int, int]] = []
+    offset = 0
+    while True:
+        name = chunk_name(len(chunks))
+        if name not in sizes:
+            break
+        chunks.append((name, offset, sizes[name]))
+        offset += sizes[name]
+    try:
+        total = int((end_marker or b"").decode().strip()) if end_marker is not None else None
+    except (UnicodeDecodeError, ValueError):
+        total = None
+    return ChunkStream(tuple(chunks), offset, total is not None and total == offset)

@@ -22,8 +22,10 @@ from typing import Any
 from airflow_provider_zeta.core.submit_options import hook_arguments
 from airflow_provider_zeta.processes import ProcessHandle, launch_detached
 from airflow_provider_zeta.runtime import driver as driver_bootstrap
+from airflow_provider_zeta.runtime import log_shipper
 
 BOOTSTRAP_PATH = str(Path(driver_bootstrap.__file__).resolve())
+SHIPPER_PATH = str(Path(log_shipper.__file__).resolve())
 
 #: Environment a task process gives its children that a Spark driver must not inherit: the task
 #: supervisor sets an unusable metadata DB URL, and the driver must not act as Airflow anyway.
@@ -98,3 +100,10 @@ def driver_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 def launch_driver(command: list[str], env: dict[str, str], log_path: str) -> ProcessHandle:
     return launch_detached(command, env, log_path)
+
+
+def shipped_command(command: list[str], attempt_url: str, local_log: str) -> list[str]:
+    """``command`` behind the log shipper (``runtime/log_shipper.py``), for a state root the
+    triggerer cannot read as a file: the output goes to ``local_log`` on this host and, in chunks,
+    to the attempt at ``attempt_url`` (opened with the driver's own credentials, as its ledger)."""
+    return [sys.executable, SHIPPER_PATH, "--attempt", attempt_url, "--local", local_log, "--", *command]

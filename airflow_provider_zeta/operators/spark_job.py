@@ -101,10 +101,18 @@ from airflow_provider_zeta.core.publish import (
     partition_key,
     partition_path,
 )
-from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE, OUTPUT_DIR, attempt_dir
+from airflow_provider_zeta.core.paths import (
+    CANCEL_MARKER,
+    DRIVER_LOG,
+    DRIVER_LOG_CHUNKS,
+    INTENT_FILE,
+    LEDGER_FILE,
+    OUTPUT_DIR,
+    attempt_dir,
+)
 from airflow_provider_zeta.plugins.links import ZetaDriverLink
 from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
-from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, spark_submit_command
+from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, shipped_command, spark_submit_command
 from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
@@ -716,6 +724,8 @@ class ZetaSparkJobOperator(BaseOperator):
         self._current_token = token
         self.failure_window("after_intent", context)
         log_path = _driver_log_path(storage, relative, token)
+        if not storage.is_local:  # the triggerer reads the output as chunks on the state root
+            command = shipped_command(command, driver_url(storage, relative), log_path)
         handle = launch_driver(command, driver_environment(self.env_vars), log_path)  # 2. launch
         self._current_handle = handle
         self.failure_window("after_launch", context)
@@ -906,11 +916,15 @@ def _log_tail(attempt: StateStorage, lines: int = 25) -> str:
     from airflow_provider_zeta.core.redaction import redact_tail
 
     try:
-        raw = attempt.read_local_tail("driver.log", 20000)
+        if attempt.is_local:
+            raw, where = attempt.read_local_tail(DRIVER_LOG, 20000), attempt.local_path(DRIVER_LOG)
+        else:  # shipped in chunks by runtime/log_shipper.py
+            found = attempt.read_chunked_range(DRIVER_LOG_CHUNKS, -20000, 20000)
+            raw, where = (None if found is None else found[0]), attempt.url_of(DRIVER_LOG_CHUNKS)
     except (PermissionError, OSError) as refused:
         return f"\n--- the driver log is not shown: {refused} ---"
     if not raw:
         return ""
     text = redact_tail(raw.decode(errors="replace"), starts_mid_file=len(raw) >= 20000)
     tail = "\n".join(text.splitlines()[-lines:])
-    return f"\n--- last lines of the driver log {attempt.local_path('driver.log')} ---\n{tail}" if tail else ""
+    return f"\n--- last lines of the driver log {where} ---\n{tail}" if tail else ""

@@ -77,6 +77,7 @@ from airflow_provider_zeta.core.ledger import (
     HeartbeatSeen,
     Ledger,
     LedgerView,
+    OUTPUT_ENDED_VIEWS,
     classify_ledger,
     observe_heartbeat,
     parse_ledger,
@@ -254,6 +255,8 @@ class ZetaDriverTrigger(BaseTrigger):
                 view, detail, fire = None, None, False
             if output is not None:  # h15: stream new driver output into the task's log
                 try:
+                    if fire and view in OUTPUT_ENDED_VIEWS:  # a shipped log's last chunks come a moment later
+                        await output.settle()
                     log_lines(self.log, self.token, await asyncio.to_thread(output.drain if fire else output.poll))
                 except Exception:  # the output is a convenience: never fail the wait over it
                     self.log.exception("zeta driver %s: could not read the driver's output", self.token)

@@ -43,17 +43,21 @@ What it does not do
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import time
 from typing import Any, Iterable, Mapping, Sequence
 
+from airflow_provider_zeta.core.paths import DRIVER_LOG, DRIVER_LOG_CHUNKS
 from airflow_provider_zeta.core.redaction import MASK, PEM_BEGIN, PEM_END, driver_secret_values, is_sensitive_key, redact
 
-DRIVER_LOG = "driver.log"
 OFFSET_FILE = "driver.log.offset"
 MAX_BYTES_PER_POLL = 64 * 1024
 MAX_LINE = 8 * 1024
+#: How long the trigger of an ended driver waits for the shipped output's last chunk (object stores).
+SETTLE_SECONDS = 15.0
 LINE_PREFIX = "[driver] "
 CONN_ENV_PREFIX = "AIRFLOW_CONN_"
 _log = logging.getLogger(__name__)
@@ -190,7 +194,7 @@ class DriverOutput:
         storage = self._storage()
         self._resume_offset()
         try:
-            found = storage.read_local_range(DRIVER_LOG, self.offset, self.max_bytes)
+            found = self._read(self.offset, self.max_bytes)
         except PermissionError as refused:
             if self._refusal_logged:
                 return []
@@ -203,7 +207,7 @@ class DriverOutput:
         if size < self.offset:  # the log was replaced by a shorter one: read it from its start
             lines.append(f"(driver log shrank from {self.offset} to {size} bytes: reading it again from the start)")
             self.offset = 0
-            found = storage.read_local_range(DRIVER_LOG, 0, self.max_bytes)
+            found = self._read(0, self.max_bytes)
             if found is None:
                 return lines
             data, start, size = found
@@ -234,14 +238,53 @@ class DriverOutput:
             masked.append(shown)
         return masked
 
+    def _read(self, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
+        """``(data, start, size)`` of the driver's output: ``driver.log`` on a local or mounted state
+        root, the chunks ``runtime/log_shipper.py`` ships elsewhere (an object store)."""
+        storage = self._storage()
+        if storage.is_local:
+            return storage.read_local_range(DRIVER_LOG, offset, max_bytes)
+        return storage.read_chunked_range(DRIVER_LOG_CHUNKS, offset, max_bytes)
+
     def reached_end(self) -> bool:
         """Whether every byte of the log has been logged (after ``drain``: the driver ended). A log
-        that is absent or refused counts as done: a worker could log no more of it either."""
+        that is absent or refused counts as done: a worker could log no more of it either. A
+        shipped log (object store) counts as done only once its end marker is there: until then
+        its last chunks may still be on their way."""
+        storage = self._storage()
+        if not storage.is_local:
+            stream = storage.chunk_stream(DRIVER_LOG_CHUNKS)
+            return stream is not None and stream.complete and stream.size <= self.offset
         try:
-            found = self._storage().read_local_range(DRIVER_LOG, self.offset, 0)  # only the size
+            found = self._read(self.offset, 0)  # only the size
         except PermissionError:
             return True
         return found is None or found[2] <= self.offset
+
+    def settled(self) -> bool:
+        """Whether the whole output is readable now that the driver ended: always on a local state
+        root (the file is the output); on an object store once the shipper wrote its end marker."""
+        storage = self._storage()
+        if storage.is_local:
+            return True
+        stream = storage.chunk_stream(DRIVER_LOG_CHUNKS)
+        return stream is not None and stream.complete
+
+    async def settle(self, timeout: float = SETTLE_SECONDS, pause: float = 0.5) -> bool:
+        """Wait (up to ``timeout``) until ``settled``: the shipper uploads the output's last chunk a
+        moment after the driver wrote its terminal ledger. False when it did not in time (the
+        shipper was killed with the driver, or the store is slow): the task that resumes logs the
+        rest it finds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if await asyncio.to_thread(self.settled):
+                    return True
+            except Exception:  # unreachable for a moment: as not settled yet
+                _log.info("zeta.driver_output: could not look at the shipped output", exc_info=True)
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(pause)
 
     def drain(self, max_polls: int = 16) -> list[str]:
         """Everything left after the driver ended, bounded by ``max_polls`` slices."""
@@ -364,10 +407,15 @@ def drain_in_worker(output: DriverOutput, log, max_polls: int = WORKER_DRAIN_POL
     for _ in range(max_polls):
         batch = output.poll(final=True)
         if not batch:
-            return
+            break
         log_lines(log, "", batch)
-    if not output.reached_end():
-        log_lines(log, "", [f"(driver output past {max_polls * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
+    else:
+        if not output.reached_end():
+            log_lines(log, "", [f"(driver output past {max_polls * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
+        return
+    if not output.reached_end():  # only a shipped log: its end marker never came
+        log_lines(log, "", ["(the driver's shipped output ends here without its end marker: its last part may be missing; "
+                            "the launching host keeps a whole copy, named in the launch line of this log)"])
 
 
 def unseal_secrets(sealed: str) -> list[str]:

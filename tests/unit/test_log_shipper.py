@@ -1,0 +1,230 @@
+"""Driver output on an object-store state root: the shipper (runtime/log_shipper.py) puts a real
+child process's output into numbered chunks, and the trigger's reader (triggers/driver_output.py)
+reads them back as one stream, in order, bounded, masked, resumable; core.paths.chunk_stream is
+the rule of which chunks count. The store here is fsspec's in-memory filesystem (not local: the
+code takes the object-store path); tests/test_object_store.py runs the same through a real S3
+server and real Airflow components."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import fsspec
+import pytest
+
+from airflow_provider_zeta.core.paths import DRIVER_LOG_CHUNKS, DRIVER_LOG_END, chunk_name, chunk_stream
+from airflow_provider_zeta.runtime import log_shipper
+from airflow_provider_zeta.storage import StateStorage
+from airflow_provider_zeta.triggers.driver_output import DriverOutput, drain_in_worker
+
+ATTEMPT = "runs/d/r/attempts/t/-1/tok"
+
+
+@pytest.fixture
+def store():
+    fs = fsspec.filesystem("memory")
+    root = f"/zeta-test-{time.monotonic_ns()}"
+    storage = StateStorage(fs, root, f"memory://{root}")
+    assert not storage.is_local
+    yield storage
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def put_chunks(attempt: StateStorage, *chunks: bytes, end: bool = False) -> None:
+    for seq, data in enumerate(chunks):
+        attempt.write_atomic(f"{DRIVER_LOG_CHUNKS}/{chunk_name(seq)}", data)
+    if end:
+        attempt.write_atomic(f"{DRIVER_LOG_CHUNKS}/{DRIVER_LOG_END}", str(sum(map(len, chunks))).encode())
+
+
+def reader(store: StateStorage, **kw) -> DriverOutput:
+    output = DriverOutput(store.url, ATTEMPT, **kw)
+    output._attempt = store.child(ATTEMPT)  # what open_state_storage would give for this URL
+    return output
+
+
+# ---------------------------------------------------------------------------- the rule
+
+
+def test_chunks_count_in_order_up_to_the_first_gap_and_other_names_are_ignored():
+    stream = chunk_stream({"00000000": 3, "00000001": 4, "00000003": 9, "end": 2, "x.log": 50}, None)
+    assert stream.chunks == (("00000000", 0, 3), ("00000001", 3, 4))
+    assert stream.size == 7 and not stream.complete
+    assert stream.covering(2, 5) == [("00000000", 2, 3), ("00000001", 0, 2)]
+    assert stream.covering(7, 100) == []
+
+
+@pytest.mark.parametrize(
+    "marker, complete",
+    [(b"7", True), (b"7\n", True), (b"6", False), (b"8", False), (b"seven", False), (b"\xff", False), (None, False)],
+)
+def test_a_stream_is_complete_only_when_its_end_marker_names_its_size(marker, complete):
+    assert chunk_stream({"00000000": 3, "00000001": 4}, marker).complete is complete
+
+
+# ---------------------------------------------------------------------------- the shipper
+
+
+CHILD = """
+import sys, time
+print("first line", flush=True)
+sys.stderr.write("to stderr\\n"); sys.stderr.flush()
+time.sleep(0.3)
+sys.stdout.write("x" * 300 + "\\n")
+sys.stdout.write("no newline at the end")
+sys.exit(7)
+"""
+
+
+def test_the_shipper_ships_a_real_childs_whole_output_in_chunks_keeps_a_local_copy_and_its_status(store, tmp_path):
+    attempt = store.child(ATTEMPT)
+    local = tmp_path / "copy" / "tok.log"
+    uploader = log_shipper.ChunkUploader(attempt, chunk_bytes=100, flush_seconds=0.1)
+    status = log_shipper.ship([sys.executable, "-c", CHILD], attempt, str(local), uploader)
+    assert status == 7
+    expected = b"first line\nto stderr\n" + b"x" * 300 + b"\nno newline at the end"
+    assert local.read_bytes() == expected
+    stream = attempt.chunk_stream(DRIVER_LOG_CHUNKS)
+    assert stream is not None and stream.complete and stream.size == len(expected)
+    assert len(stream.chunks) >= 4 and all(size <= 100 for _, _, size in stream.chunks)
+    assert attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 10_000) == (expected, 0, len(expected))
+    assert attempt.read_chunked_range(DRIVER_LOG_CHUNKS, -10, 10) == (expected[-10:], len(expected) - 10, len(expected))
+
+
+def test_a_chunk_waits_at_most_the_flush_time(store):
+    attempt = store.child(ATTEMPT)
+    uploader = log_shipper.ChunkUploader(attempt, chunk_bytes=1 << 20, flush_seconds=0.2).start()
+    uploader.add(b"a line\n")
+    deadline = time.monotonic() + 5
+    while attempt.chunk_stream(DRIVER_LOG_CHUNKS) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    stream = attempt.chunk_stream(DRIVER_LOG_CHUNKS)
+    assert stream is not None and stream.size == 7 and not stream.complete  # shipped before the end
+    uploader.close(timeout=5)
+    assert attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete
+
+
+class FlakyStore(StateStorage):
+    """Fails every write of a chunk until ``failures`` writes have failed."""
+
+    def __init__(self, inner: StateStorage, failures: int) -> None:
+        super().__init__(inner.fs, inner.root, inner.url)
+        self.failures = failures
+
+    def write_atomic(self, relative, data, make_parents=True):
+        if self.failures and relative != f"{DRIVER_LOG_CHUNKS}/{DRIVER_LOG_END}":
+            self.failures -= 1
+            raise OSError("store unreachable")
+        super().write_atomic(relative, data, make_parents)
+
+
+def test_a_chunk_the_store_keeps_refusing_is_dropped_and_the_stream_says_so(store):
+    attempt = FlakyStore(store.child(ATTEMPT), failures=2)
+    uploader = log_shipper.ChunkUploader(attempt, chunk_bytes=5, flush_seconds=0.05, attempts=2, retry_pause=0.01)
+    uploader.start()
+    uploader.add(b"lost\n")
+    time.sleep(0.3)
+    uploader.add(b"kept\n")
+    uploader.close(timeout=5)
+    data, _, _ = attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 1000)
+    assert b"lost" not in data and data.endswith(b"kept\n")
+    assert b"5 bytes of driver output could not be shipped" in data
+    assert attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete
+
+
+def test_the_reader_is_never_held_up_by_a_lagging_store(store):
+    attempt = store.child(ATTEMPT)
+    uploader = log_shipper.ChunkUploader(attempt, chunk_bytes=4, flush_seconds=60, max_pending=10)  # not started: nothing uploads
+    started = time.monotonic()
+    for _ in range(1000):
+        uploader.add(b"0123456789")
+    assert time.monotonic() - started < 1
+    assert len(uploader._pending) == 10 and uploader._dropped == 9990
+
+
+def test_the_shipper_ignores_sigterm_and_ends_with_its_childs_output(tmp_path):
+    import os
+    import signal
+    import subprocess
+
+    root = tmp_path / "state"
+    child = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('last words', flush=True), sys.exit(0)))\nprint('up', flush=True)\ntime.sleep(30)"
+    shipper = subprocess.Popen(
+        [sys.executable, log_shipper.__file__, "--attempt", f"file://{root}/{ATTEMPT}", "--local", str(tmp_path / "copy.log"), "--",
+         sys.executable, "-c", child],
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 20
+    while b"up" not in ((tmp_path / "copy.log").read_bytes() if (tmp_path / "copy.log").exists() else b"") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(shipper.pid, signal.SIGTERM)  # as stop_token_processes signals a driver's group
+    assert shipper.wait(timeout=20) == 0
+    attempt = StateStorage.from_url(f"{root}/{ATTEMPT}")
+    stream = attempt.chunk_stream(DRIVER_LOG_CHUNKS)
+    assert stream is not None and stream.complete
+    assert attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 100)[0] == b"up\nlast words\n"
+
+
+# ---------------------------------------------------------------------------- the reader
+
+
+def test_the_reader_follows_the_chunks_as_one_stream_across_chunk_borders(store):
+    attempt = store.child(ATTEMPT)
+    put_chunks(attempt, b"one\ntw", b"o\nthr")
+    output = reader(store)
+    assert output.poll() == ["one", "two"]
+    assert output.poll() == []
+    put_chunks(attempt, b"one\ntw", b"o\nthr", b"ee\npassword=hunter2\n")
+    assert output.poll() == ["three", "password=***"]  # masked by form on the way
+    assert not output.settled() and not output.reached_end()
+    put_chunks(attempt, b"one\ntw", b"o\nthr", b"ee\npassword=hunter2\n", b"tail", end=True)
+    assert output.settled()
+    assert output.drain() == ["tail"]
+    assert output.reached_end()
+    # the offset is kept on the store: a new trigger of the attempt goes on from there
+    again = reader(store)
+    assert again.poll(final=True) == [] and again.offset == output.offset
+
+
+def test_the_trigger_waits_for_the_end_marker_of_an_ended_driver_then_gives_up(store):
+    attempt = store.child(ATTEMPT)
+    put_chunks(attempt, b"line\n")
+    output = reader(store)
+
+    async def late_end():
+        await asyncio.sleep(0.3)
+        put_chunks(attempt, b"line\n", b"last\n", end=True)
+
+    async def main():
+        return await asyncio.gather(output.settle(timeout=10, pause=0.05), late_end())
+
+    assert asyncio.run(main())[0] is True
+    assert output.drain() == ["line", "last"] and output.reached_end()
+
+    other = store.child("runs/d/r/attempts/t/-1/other")
+    put_chunks(other, b"no end\n")
+    never = DriverOutput(store.url, "runs/d/r/attempts/t/-1/other")
+    never._attempt = other
+    started = time.monotonic()
+    assert asyncio.run(never.settle(timeout=0.3, pause=0.05)) is False
+    assert time.monotonic() - started < 2
+
+
+def test_the_worker_says_when_a_shipped_log_never_got_its_end(store):
+    attempt = store.child(ATTEMPT)
+    put_chunks(attempt, b"a\nb\n")
+    logged = []
+
+    class Log:
+        def info(self, fmt, prefix, line):
+            logged.append(line)
+
+    drain_in_worker(reader(store), Log())
+    assert logged[:2] == ["a", "b"] and "without its end marker" in logged[2]
+    logged.clear()
+    put_chunks(attempt, b"a\nb\n", end=True)
+    drain_in_worker(reader(store), Log())
+    assert logged == []  # the first drain logged a and b; the offset is on the store
