@@ -222,36 +222,52 @@ class StateStorage:
             handle.seek(start)
             return handle.read(max(0, max_bytes)), start, size
 
-    def chunk_stream(self, relative: str) -> ChunkStream | None:
-        """The stream of a chunked log folder (``core.paths.chunk_stream``): one listing and, when
-        the end marker is there, one small read. ``None`` when the folder is absent."""
-        from airflow_provider_zeta.core.paths import DRIVER_LOG_END, chunk_stream
+    def chunk_stream(self, relative: str, known: ChunkStream | None = None, with_end: bool = True) -> ChunkStream | None:
+        """The stream of a chunked log folder (``core.paths.chunk_stream``); ``None`` when absent.
+
+        Without ``known``: one listing (the first look, or after a restart). With ``known`` (the
+        stream as a reader saw it before): one lookup per chunk after it plus one that misses, so
+        a look costs the same however long the log has grown. ``with_end``: also read the end
+        marker (one small read), without which the stream never counts as complete."""
+        from airflow_provider_zeta.core.paths import DRIVER_LOG_END, chunk_name, chunk_stream
 
         base = self.path(relative).rstrip("/")
         self.fs.invalidate_cache(base)  # a listing cached by the filesystem would hide new chunks
-        try:
-            entries = self.fs.ls(base, detail=True)
-        except FileNotFoundError:
-            return None
-        sizes = {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries if e.get("type") != "directory"}
-        if not sizes:
-            return None
-        end = self.read_bytes(posixpath.join(relative, DRIVER_LOG_END)) if DRIVER_LOG_END in sizes else None
+        if known is None:
+            try:
+                entries = self.fs.ls(base, detail=True)
+            except FileNotFoundError:
+                return None
+            sizes = {posixpath.basename(str(e["name"]).rstrip("/")): int(e.get("size") or 0) for e in entries if e.get("type") != "directory"}
+            if not sizes:
+                return None
+        else:
+            sizes = {name: size for name, _, size in known.chunks}
+            while True:
+                try:
+                    info = self.fs.info(posixpath.join(base, chunk_name(len(sizes))))
+                except FileNotFoundError:
+                    break
+                sizes[chunk_name(len(sizes))] = int(info.get("size") or 0)
+        listed_without_end = known is None and DRIVER_LOG_END not in sizes
+        end = self.read_bytes(posixpath.join(relative, DRIVER_LOG_END)) if with_end and not listed_without_end else None
         return chunk_stream(sizes, end)
 
-    def read_chunked_range(self, relative: str, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
-        """Up to ``max_bytes`` of the stream a chunked log folder holds, from ``offset`` (negative:
-        from the end): ``(data, start, size)`` as ``read_local_range`` answers, ``None`` when the
-        folder is absent. Each chunk is read with a ranged read of its own object."""
-        stream = self.chunk_stream(relative)
-        if stream is None:
-            return None
+    def read_stream_range(self, relative: str, stream: ChunkStream, offset: int, max_bytes: int) -> tuple[bytes, int, int]:
+        """Up to ``max_bytes`` of ``stream`` (of the chunked log folder ``relative``) from
+        ``offset`` (negative: from the end): ``(data, start, size)`` as ``read_local_range``
+        answers. Each chunk is read with a ranged read of its own object."""
         start = max(0, stream.size + offset) if offset < 0 else min(offset, stream.size)
         parts = [
             self.fs.cat_file(self.path(posixpath.join(relative, name)), start=low, end=high)
             for name, low, high in stream.covering(start, start + max(0, max_bytes))
         ]
         return b"".join(parts), start, stream.size
+
+    def read_chunked_range(self, relative: str, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
+        """``read_stream_range`` of the folder's stream as one listing finds it; ``None`` when absent."""
+        stream = self.chunk_stream(relative, with_end=False)
+        return None if stream is None else self.read_stream_range(relative, stream, offset, max_bytes)
 
     def move(self, source_relative: str, target_relative: str) -> None:
         """Rename within this storage. Atomic for a directory on a local filesystem."""

@@ -17,22 +17,29 @@ How it works
       the group) reaches both.
     * The main thread reads the child's stdout and stderr from one pipe and appends every byte to
       PATH on the launching host at once (the same host's copy: nothing is lost when the store is
-      unreachable).
+      unreachable; a full disk stops the copy, never the shipping, and the stream says so).
     * An uploader thread writes the bytes as ``driver.log.d/<seq>`` (eight digits, from
       ``00000000``) once a chunk holds ``CHUNK_BYTES`` or its first byte has waited
       ``FLUSH_SECONDS``: each chunk one PUT, never rewritten, so a reader sees it whole or not at
-      all, and the chunks in order are the output.
-    * When the output ends (the child and everything it started closed the pipe), the last chunk is
-      written and then ``driver.log.d/end`` with the stream's total size; a reader counts the stream
-      complete only then. The program exits with the child's exit status.
+      all, and the chunks in order are the output. The shipper's own messages (a failed upload)
+      go into the copy and the stream alike.
+    * When the output ends (the child and everything it started closed the pipe, or at most
+      ``EXIT_DRAIN_SECONDS`` after the child exited: a daemon it started may hold the pipe open for
+      good), the last chunk is written and then ``driver.log.d/end`` with the stream's total size;
+      a reader counts the stream complete only then. The program exits with the child's exit
+      status (128 + the signal for a child killed by one), after at most ``CLOSE_SECONDS`` more
+      for the store. A COMMAND that cannot be started is reported in the stream (exit 127).
     * It never holds the child up: reading the pipe never waits for the store. When the uploads lag
       by more than ``MAX_PENDING_BYTES`` the oldest pending bytes are dropped from the shipped
       stream, and a line in it says how many (they stay in PATH). A chunk whose upload keeps
-      failing is dropped the same way after ``UPLOAD_ATTEMPTS``.
-    * SIGTERM, SIGINT and SIGHUP are caught and ignored: the program ends when the output ends, so a
-      stopped driver's last words are shipped too. SIGKILL of the group ends it with the driver
-      (then without an end marker: the reader logs what arrived, and the task that resumes says
-      where the rest is).
+      failing is dropped the same way after ``UPLOAD_ATTEMPTS``; when the last one is, a line says
+      so before the end marker, and when even that line cannot be written no end marker is: the
+      reader then says the output may be cut.
+    * SIGTERM, SIGINT and SIGHUP are caught and ignored (by a handler, which a child does not
+      inherit): the program ends when the output ends, so a stopped driver's last words are
+      shipped too. SIGKILL of the group ends it with the driver (then without an end marker: the
+      reader logs what arrived, and the task says where the rest is). A cancel that escalates to
+      SIGKILL therefore keeps the driver's last words only in the local copy.
 
 What it does not do
     It imports no Airflow module (a driver's environment cannot import Airflow) and masks nothing:
@@ -43,12 +50,15 @@ What it does not do
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from typing import Callable
 
 if __package__ in (None, ""):
     # Run as a script: sys.path[0] is this directory, not the package root.
@@ -65,22 +75,37 @@ FLUSH_SECONDS = 2.0
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 #: Uploads of one chunk before it is given up.
 UPLOAD_ATTEMPTS = 5
+#: After the child exited, output still held open by a process it started is read this long.
+EXIT_DRAIN_SECONDS = 5.0
+#: After the output ended, the store gets this long for what is left (the shipper's process,
+#: which carries the driver's token, outlives its driver by at most this much).
+CLOSE_SECONDS = 20.0
 READ_BYTES = 64 * 1024
 
 
+def _stderr_note(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
 class ChunkUploader:
-    """The uploading half: pending bytes in, numbered chunks out, in order, off the reading thread."""
+    """The uploading half: pending bytes in, numbered chunks out, in order, off the reading thread.
+
+    ``note`` receives the shipper's own messages (a failed upload); ``ship`` puts them into the
+    local copy and the stream, so both stay the same bytes."""
 
     def __init__(self, attempt: StateStorage, chunk_bytes: int = CHUNK_BYTES, flush_seconds: float = FLUSH_SECONDS,
-                 max_pending: int = MAX_PENDING_BYTES, attempts: int = UPLOAD_ATTEMPTS, retry_pause: float = 1.0) -> None:
+                 max_pending: int = MAX_PENDING_BYTES, attempts: int = UPLOAD_ATTEMPTS, retry_pause: float = 1.0,
+                 note: Callable[[str], None] = _stderr_note) -> None:
         self.attempt = attempt
         self.chunk_bytes = chunk_bytes
         self.flush_seconds = flush_seconds
         self.max_pending = max_pending
         self.attempts = attempts
         self.retry_pause = retry_pause
+        self.note = note
         self.seq = 0
         self.shipped = 0  # bytes in the chunks written so far
+        self.ended = False  # the end marker is written
         self._pending = bytearray()
         self._first_pending_at: float | None = None
         self._dropped = 0
@@ -110,6 +135,10 @@ class ChunkUploader:
             self._condition.notify()
         self._thread.join(timeout)
 
+    @staticmethod
+    def _drop_note(dropped: int) -> bytes:
+        return f"\n(zeta log shipper: {dropped} bytes of driver output could not be shipped; the launching host's local copy has them)\n".encode()
+
     def _take(self) -> tuple[bytes, bool]:
         """The next chunk to write and whether nothing follows it (then the end marker is due)."""
         with self._condition:
@@ -127,8 +156,7 @@ class ChunkUploader:
             del self._pending[: len(data)]
             self._first_pending_at = time.monotonic() if self._pending else None
             if self._dropped:
-                note = f"\n(zeta: {self._dropped} bytes of driver output could not be shipped; they are in the launcher's local copy)\n"
-                data = note.encode() + data
+                data = self._drop_note(self._dropped) + data
                 self._dropped = 0
             return data, self._closed and not self._pending
 
@@ -137,44 +165,111 @@ class ChunkUploader:
             data, last = self._take()
             if data:
                 self._write(chunk_name(self.seq), data)
-            if last:
-                self._write(DRIVER_LOG_END, str(self.shipped).encode(), counts=False)
-                return
+            if not last:
+                continue
+            with self._condition:
+                dropped, self._dropped = self._dropped, 0
+            if dropped:  # the last chunk was given up: say so in one more chunk before the end
+                self._write(chunk_name(self.seq), self._drop_note(dropped))
+            with self._condition:
+                if self._dropped:  # not even that arrived: no end marker, the reader says the output may be cut
+                    return
+            self.ended = self._write(DRIVER_LOG_END, str(self.shipped).encode(), counts=False)
+            return
 
-    def _write(self, name: str, data: bytes, counts: bool = True) -> None:
+    def _write(self, name: str, data: bytes, counts: bool = True) -> bool:
         for attempt in range(self.attempts):
             try:
                 self.attempt.write_atomic(f"{DRIVER_LOG_CHUNKS}/{name}", data)
             except Exception as error:  # the store is unreachable for a moment
-                print(f"zeta log shipper: could not write {name} ({type(error).__name__}: {error})", file=sys.stderr, flush=True)
+                self.note(f"(zeta log shipper: could not write {name}: {type(error).__name__}: {error})\n")
                 time.sleep(self.retry_pause * (attempt + 1))
                 continue
             if counts:
                 self.seq += 1
                 self.shipped += len(data)
-            return
+            return True
         if counts:
             with self._condition:  # given up: the next chunk says so
                 self._dropped += len(data)
+        return False
 
 
-def ship(command: list[str], attempt: StateStorage, local_path: str, uploader: ChunkUploader | None = None) -> int:
-    """Run ``command`` with its output copied to ``local_path`` and shipped to ``attempt``; its status."""
-    os.makedirs(os.path.dirname(local_path) or ".", exist_ok=True)
-    uploader = (uploader or ChunkUploader(attempt)).start()
-    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True)
-    assert child.stdout is not None
-    with open(local_path, "ab") as local:
-        while True:
-            data = os.read(child.stdout.fileno(), READ_BYTES)
-            if not data:
-                break
-            local.write(data)
-            local.flush()
+class LocalCopy:
+    """The launching host's copy of everything the stream gets; a failed write (a full disk) stops
+    the copy, never the shipping."""
+
+    def __init__(self, path: str) -> None:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self.path = path
+        self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self.failed: OSError | None = None
+
+    def write(self, data: bytes) -> OSError | None:
+        """Append ``data``; the error when the copy just stopped, else None."""
+        with self._lock:
+            if self.failed is not None:
+                return None
+            try:
+                self._file.write(data)
+                self._file.flush()
+            except OSError as error:
+                self.failed = error
+                return error
+        return None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._file.close()
+
+
+def ship(command: list[str], attempt: StateStorage, local_path: str, uploader: ChunkUploader | None = None,
+         exit_drain: float = EXIT_DRAIN_SECONDS, close_timeout: float = CLOSE_SECONDS) -> int:
+    """Run ``command`` with its output copied to ``local_path`` and shipped to ``attempt``; its exit
+    status (128 + the signal for a child ended by a signal, as shells report it)."""
+    local = LocalCopy(local_path)
+    uploader = uploader or ChunkUploader(attempt)
+
+    order = threading.Lock()  # the copy and the stream get the same bytes in the same order
+
+    def copy(data: bytes) -> None:
+        with order:
+            stopped = local.write(data)
             uploader.add(data)
+            if stopped is not None:
+                uploader.add(f"\n(zeta log shipper: the launching host's local copy {local_path} stopped: {stopped})\n".encode())
+
+    uploader.note = lambda text: copy(text.encode())
+    uploader.start()
+    try:
+        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True)
+    except OSError as error:  # spark-submit missing or not executable: the task's log says so
+        copy(f"zeta log shipper: could not start {command[0]}: {error}\n".encode())
+        uploader.close(timeout=close_timeout)
+        local.close()
+        return 127
+    assert child.stdout is not None
+    fd = child.stdout.fileno()
+    drain_until: float | None = None
+    while True:
+        if drain_until is None and child.poll() is not None:
+            # The child exited; a process it started may hold the pipe open for good.
+            drain_until = time.monotonic() + exit_drain
+        wait = 1.0 if drain_until is None else max(0.0, drain_until - time.monotonic())
+        if not select.select([fd], [], [], wait)[0]:
+            if drain_until is not None and time.monotonic() >= drain_until:
+                copy(b"\n(zeta log shipper: the driver exited; output that a process it started still writes is not shipped)\n")
+                break
+            continue
+        data = os.read(fd, READ_BYTES)
+        if not data:
+            break
+        copy(data)
     status = child.wait()
-    uploader.close(timeout=60)
-    return status
+    uploader.close(timeout=close_timeout)
+    local.close()
+    return 128 - status if status < 0 else status
 
 
 def _ignore(signum, frame) -> None:  # a handler, not SIG_IGN: children do not inherit it

@@ -33,10 +33,16 @@ How it works
       hard link, a FIFO, a file of another owner, or a path leading out of the state root is
       refused (the job can write its attempt directory).
 
+    * **Object stores.** Where the state root is not a filesystem (``s3://``, ``gs://``), the
+      launcher runs spark-submit behind ``runtime/log_shipper.py``, which uploads the output as
+      numbered chunks closed by an end marker; the same reader follows them as one stream
+      (``StateStorage.chunk_stream``: after the first listing, only the chunks after those already
+      seen are looked up), never re-reads a stream that looks shorter (a chunk still on its way),
+      takes an unterminated last line only once the end marker is there, and after the driver
+      ended waits up to ``SETTLE_SECONDS`` for it (``settle``).
+
 What it does not do
-    It streams only when the state root is a local (or NFS-mounted) filesystem the triggerer can
-    read: on an object-store state root the launcher writes the log to the worker's temporary
-    directory, which the triggerer does not see. It masks only what Airflow was told about or what
+    It masks only what Airflow was told about or what
     looks like a credential: a bare secret the job generated itself and prints is not known to
     either. It makes no coordination decision.
 """
@@ -124,6 +130,7 @@ class DriverOutput:
         # Inside a PEM private key block that began on an earlier line (lines are masked one by
         # one, so the block's state is carried, and kept with the offset across a restart).
         self.in_private_key = False
+        self._stream = None  # the shipped chunks seen so far (object stores: core.paths.ChunkStream)
 
     # ------------------------------------------------------------------ trigger side
 
@@ -170,6 +177,10 @@ class DriverOutput:
             self._attempt = open_state_storage(self.state_root).child(self.attempt_dir)
         return self._attempt
 
+    @property
+    def is_local(self) -> bool:
+        return bool(self._storage().is_local)
+
     def _resume_offset(self) -> None:
         """Once: continue from the offset a previous trigger of this attempt recorded, if larger."""
         if self._resumed:
@@ -194,7 +205,7 @@ class DriverOutput:
         storage = self._storage()
         self._resume_offset()
         try:
-            found = self._read(self.offset, self.max_bytes)
+            found = self._read(self.offset, self.max_bytes, final)
         except PermissionError as refused:
             if self._refusal_logged:
                 return []
@@ -202,16 +213,20 @@ class DriverOutput:
             return [f"(driver output not streamed: {refused})"]
         if found is None:
             return []
-        data, start, size = found
+        data, start, size, complete = found
         lines: list[str] = []
-        if size < self.offset:  # the log was replaced by a shorter one: read it from its start
+        if size < self.offset:
+            if not storage.is_local:  # shipped chunks only grow: a chunk still on its way
+                return []
+            # the log was replaced by a shorter one: read it from its start
             lines.append(f"(driver log shrank from {self.offset} to {size} bytes: reading it again from the start)")
             self.offset = 0
-            found = self._read(0, self.max_bytes)
+            found = self._read(0, self.max_bytes, final)
             if found is None:
                 return lines
-            data, start, size = found
-        text_lines, used = split_lines(data, self.max_line, final and start + len(data) >= size)
+            data, start, size, complete = found
+        # The last, unterminated line counts only when nothing can follow it.
+        text_lines, used = split_lines(data, self.max_line, final and complete and start + len(data) >= size)
         lines.extend(self._mask(text_lines))
         if used:
             self.offset = start + used
@@ -238,13 +253,25 @@ class DriverOutput:
             masked.append(shown)
         return masked
 
-    def _read(self, offset: int, max_bytes: int) -> tuple[bytes, int, int] | None:
-        """``(data, start, size)`` of the driver's output: ``driver.log`` on a local or mounted state
-        root, the chunks ``runtime/log_shipper.py`` ships elsewhere (an object store)."""
+    def _read(self, offset: int, max_bytes: int, with_end: bool = False) -> tuple[bytes, int, int, bool] | None:
+        """``(data, start, size, complete)`` of the driver's output: ``driver.log`` on a local or
+        mounted state root (complete: the file is all there is), the chunks ``runtime/log_shipper.py``
+        ships elsewhere (complete once its end marker is there; looked up only ``with_end``)."""
         storage = self._storage()
         if storage.is_local:
-            return storage.read_local_range(DRIVER_LOG, offset, max_bytes)
-        return storage.read_chunked_range(DRIVER_LOG_CHUNKS, offset, max_bytes)
+            found = storage.read_local_range(DRIVER_LOG, offset, max_bytes)
+            return None if found is None else (*found, True)
+        stream = self._chunks(with_end)
+        if stream is None:
+            return None
+        return (*storage.read_stream_range(DRIVER_LOG_CHUNKS, stream, offset, max_bytes), stream.complete)
+
+    def _chunks(self, with_end: bool):
+        """The shipped stream as it is now, looked up from what was seen before (object stores)."""
+        stream = self._storage().chunk_stream(DRIVER_LOG_CHUNKS, known=self._stream, with_end=with_end)
+        if stream is not None:
+            self._stream = stream
+        return stream
 
     def reached_end(self) -> bool:
         """Whether every byte of the log has been logged (after ``drain``: the driver ended). A log
@@ -253,10 +280,10 @@ class DriverOutput:
         its last chunks may still be on their way."""
         storage = self._storage()
         if not storage.is_local:
-            stream = storage.chunk_stream(DRIVER_LOG_CHUNKS)
+            stream = self._chunks(with_end=True)
             return stream is not None and stream.complete and stream.size <= self.offset
         try:
-            found = self._read(self.offset, 0)  # only the size
+            found = storage.read_local_range(DRIVER_LOG, self.offset, 0)  # only the size
         except PermissionError:
             return True
         return found is None or found[2] <= self.offset
@@ -264,10 +291,9 @@ class DriverOutput:
     def settled(self) -> bool:
         """Whether the whole output is readable now that the driver ended: always on a local state
         root (the file is the output); on an object store once the shipper wrote its end marker."""
-        storage = self._storage()
-        if storage.is_local:
+        if self._storage().is_local:
             return True
-        stream = storage.chunk_stream(DRIVER_LOG_CHUNKS)
+        stream = self._chunks(with_end=True)
         return stream is not None and stream.complete
 
     async def settle(self, timeout: float = SETTLE_SECONDS, pause: float = 0.5) -> bool:
@@ -413,7 +439,7 @@ def drain_in_worker(output: DriverOutput, log, max_polls: int = WORKER_DRAIN_POL
         if not output.reached_end():
             log_lines(log, "", [f"(driver output past {max_polls * output.max_bytes} more bytes is only in {DRIVER_LOG})"])
         return
-    if not output.reached_end():  # only a shipped log: its end marker never came
+    if not output.is_local and not output.reached_end():  # a shipped log whose end marker never came
         log_lines(log, "", ["(the driver's shipped output ends here without its end marker: its last part may be missing; "
                             "the launching host keeps a whole copy, named in the launch line of this log)"])
 

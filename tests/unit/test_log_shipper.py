@@ -145,27 +145,91 @@ def test_the_reader_is_never_held_up_by_a_lagging_store(store):
     assert len(uploader._pending) == 10 and uploader._dropped == 9990
 
 
-def test_the_shipper_ignores_sigterm_and_ends_with_its_childs_output(tmp_path):
-    import os
-    import signal
+def test_the_last_chunk_given_up_is_never_lost_silently(store):
+    class RefuseAfterFirst(StateStorage):
+        """Takes the first chunk, then refuses ``refusals`` more writes of chunks."""
+
+        def __init__(self, inner, refusals):
+            super().__init__(inner.fs, inner.root, inner.url)
+            self.refusals, self.chunks = refusals, 0
+
+        def write_atomic(self, relative, data, make_parents=True):
+            if not relative.endswith(f"/{DRIVER_LOG_END}"):
+                self.chunks += 1
+                if self.chunks > 1 and self.refusals:
+                    self.refusals -= 1
+                    raise OSError("store unreachable")
+            super().write_atomic(relative, data, make_parents)
+
+    # The last chunk is refused for good, the note after it arrives: complete, and it says so.
+    attempt = RefuseAfterFirst(store.child("runs/d/r/attempts/t/-1/a"), refusals=2)
+    uploader = log_shipper.ChunkUploader(attempt, flush_seconds=0.05, attempts=2, retry_pause=0.01, note=lambda text: None).start()
+    uploader.add(b"first\n")
+    time.sleep(0.3)
+    uploader.add(b"last words\n")
+    uploader.close(timeout=5)
+    data, _, _ = attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 1000)
+    assert data.startswith(b"first\n") and b"last words" not in data and b"11 bytes of driver output could not be shipped" in data
+    assert attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete and uploader.ended
+
+    # Not even the note arrives: no end marker, so the reader never counts the stream complete.
+    attempt = RefuseAfterFirst(store.child("runs/d/r/attempts/t/-1/b"), refusals=4)
+    uploader = log_shipper.ChunkUploader(attempt, flush_seconds=0.05, attempts=2, retry_pause=0.01, note=lambda text: None).start()
+    uploader.add(b"first\n")
+    time.sleep(0.3)
+    uploader.add(b"last words\n")
+    uploader.close(timeout=5)
+    assert not attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete and not uploader.ended
+
+
+def _run_shipper(tmp_path, *command):
     import subprocess
 
     root = tmp_path / "state"
-    child = "import signal, sys, time\nsignal.signal(signal.SIGTERM, lambda *a: (print('last words', flush=True), sys.exit(0)))\nprint('up', flush=True)\ntime.sleep(30)"
-    shipper = subprocess.Popen(
-        [sys.executable, log_shipper.__file__, "--attempt", f"file://{root}/{ATTEMPT}", "--local", str(tmp_path / "copy.log"), "--",
-         sys.executable, "-c", child],
+    return root, subprocess.Popen(
+        [sys.executable, log_shipper.__file__, "--attempt", f"file://{root}/{ATTEMPT}", "--local", str(tmp_path / "copy.log"), "--", *command],
         start_new_session=True,
     )
+
+
+def _shipped(root) -> tuple[bytes, bool]:
+    attempt = StateStorage.from_url(f"{root}/{ATTEMPT}")
+    stream = attempt.chunk_stream(DRIVER_LOG_CHUNKS)
+    assert stream is not None
+    return attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 100_000)[0], stream.complete
+
+
+def test_the_shipper_ignores_sigterm_its_child_does_not_and_the_last_words_are_shipped(tmp_path):
+    import os
+    import signal
+
+    # The child installs no handler: SIGTERM must kill it (a SIG_IGN inherited from the shipper
+    # would keep it alive), and what it printed before is shipped, closed by the end marker.
+    root, shipper = _run_shipper(tmp_path, sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)")
     deadline = time.monotonic() + 20
     while b"up" not in ((tmp_path / "copy.log").read_bytes() if (tmp_path / "copy.log").exists() else b"") and time.monotonic() < deadline:
         time.sleep(0.05)
     os.killpg(shipper.pid, signal.SIGTERM)  # as stop_token_processes signals a driver's group
-    assert shipper.wait(timeout=20) == 0
-    attempt = StateStorage.from_url(f"{root}/{ATTEMPT}")
-    stream = attempt.chunk_stream(DRIVER_LOG_CHUNKS)
-    assert stream is not None and stream.complete
-    assert attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 100)[0] == b"up\nlast words\n"
+    assert shipper.wait(timeout=20) == 128 + signal.SIGTERM  # the child's end, as a shell reports it
+    assert _shipped(root) == (b"up\n", True)
+    assert (tmp_path / "copy.log").read_bytes() == b"up\n"
+
+
+def test_a_daemon_that_keeps_the_output_open_does_not_keep_the_shipper(tmp_path):
+    child = "import subprocess, sys; subprocess.Popen(['sleep', '30']); print('child done', flush=True)"
+    root, shipper = _run_shipper(tmp_path, sys.executable, "-c", child)
+    started = time.monotonic()
+    assert shipper.wait(timeout=40) == 0
+    assert time.monotonic() - started < log_shipper.EXIT_DRAIN_SECONDS + 15
+    data, complete = _shipped(root)
+    assert complete and data.startswith(b"child done\n") and b"output that a process it started still writes is not shipped" in data
+
+
+def test_a_command_that_cannot_start_is_reported_in_the_stream(tmp_path):
+    root, shipper = _run_shipper(tmp_path, str(tmp_path / "no-such-spark-submit"))
+    assert shipper.wait(timeout=30) == 127
+    data, complete = _shipped(root)
+    assert complete and b"could not start" in data and b"no-such-spark-submit" in data
 
 
 # ---------------------------------------------------------------------------- the reader
@@ -228,3 +292,41 @@ def test_the_worker_says_when_a_shipped_log_never_got_its_end(store):
     put_chunks(attempt, b"a\nb\n", end=True)
     drain_in_worker(reader(store), Log())
     assert logged == []  # the first drain logged a and b; the offset is on the store
+
+
+def test_after_the_first_listing_a_look_costs_the_same_however_long_the_log(store, monkeypatch):
+    attempt = store.child(ATTEMPT)
+    listings = []
+    real_ls = store.fs.ls
+    monkeypatch.setattr(store.fs, "ls", lambda *a, **k: listings.append(a) or real_ls(*a, **k))
+    lookups = []
+    real_info = store.fs.info
+    monkeypatch.setattr(store.fs, "info", lambda *a, **k: lookups.append(a) or real_info(*a, **k))
+    output = reader(store)
+    chunks = []
+    for number in range(30):
+        chunks.append(f"line {number}\n".encode())
+        put_chunks(attempt, *chunks)
+        assert output.poll() == [f"line {number}"]
+    assert len(listings) == 1  # the first look; then one lookup per new chunk and one that misses
+    assert len(lookups) == 2 * 29
+
+
+def test_a_stream_that_looks_shorter_is_not_read_again(store):
+    attempt = store.child(ATTEMPT)
+    put_chunks(attempt, b"one\n", b"two\n")
+    output = reader(store)
+    assert output.poll() == ["one", "two"]
+    fresh = reader(store)  # a new trigger: its first look lists, and a chunk is not visible yet
+    fresh._stream = None
+    fresh.offset = output.offset + 100
+    assert fresh.poll() == []  # nothing logged again from the start
+
+
+def test_an_unterminated_last_line_waits_for_the_end_marker(store):
+    attempt = store.child(ATTEMPT)
+    put_chunks(attempt, b"one\npart")
+    output = reader(store)
+    assert output.drain() == ["one"]  # no end marker: "part" may go on in a chunk on its way
+    put_chunks(attempt, b"one\npart", b"word=x\n", end=True)
+    assert output.drain() == ["partword=x"]
