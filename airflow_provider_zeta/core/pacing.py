@@ -9,7 +9,9 @@ Theory of operation
 
     What the trigger waits for shows first in a *signature* that is cheap to take: the stat of a
     ledger file (its size and modification time), or which drivers' ledgers are terminal. The
-    trigger takes the signature every ``tick`` and makes a full look when it changed since the
+    signature is taken every ``tick`` (for the driver triggers by one batch for all of them, which
+    wakes a trigger only when its signature differs from ``known_signature`` or
+    ``until_full_look`` has passed) and the trigger makes a full look when it changed since the
     previous full look, or when the backoff's moment has come (the backoff still bounds how long a
     silence goes unchecked: liveness, deadlines). After a changed signature the full looks come
     every ``after_change`` seconds for ``chase_for`` seconds, then back off again, doubling: the
@@ -34,7 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-_NOTHING_SEEN = object()
+#: The signature a pacer knows before its first full look (equal to no signature taken).
+NOTHING_SEEN = object()
 
 
 @dataclass
@@ -46,7 +49,7 @@ class Pacer:
     slowest: float
     after_change: float
     chase_for: float = 0.0
-    _signature: Any = field(default=_NOTHING_SEEN, repr=False)
+    _signature: Any = field(default=NOTHING_SEEN, repr=False)
     _chase_until: float = field(default=float("-inf"), repr=False)
     _delay: float = field(default=0.0, repr=False)
     _next_full_at: float = field(default=float("-inf"), repr=False)
@@ -66,7 +69,7 @@ class Pacer:
         """A full look was made at ``now``; ``signature`` is the one taken just before it."""
         changed = (
             signature is not None
-            and self._signature is not _NOTHING_SEEN
+            and self._signature is not NOTHING_SEEN
             and signature != self._signature
         )
         if changed:
@@ -79,6 +82,16 @@ class Pacer:
         if signature is not None:
             self._signature = signature
         self._next_full_at = now + self._delay
+
+    @property
+    def known_signature(self) -> Any:
+        """The signature taken before the last full look (``NOTHING_SEEN`` before the first): a
+        cheap look need not wake its trigger while the signature stays this one."""
+        return self._signature
+
+    def until_full_look(self, now: float) -> float:
+        """Seconds until the backoff's next full look (0 when it is due)."""
+        return max(0.0, self._next_full_at - now)
 
     def sleep_for(self, now: float, has_signature: bool) -> float:
         """How long to sleep before the next look: a tick while signatures can be taken, else

@@ -32,22 +32,24 @@ async def sleep_until(moment: float) -> None:
         await asyncio.sleep(delay)
 
 
-async def wait_for_full_look(pacer: Pacer, cheap_look: Callable[[], Awaitable[Any]] | None) -> Any:
+async def wait_for_full_look(pacer: Pacer, cheap_look: Callable[[Any, float], Awaitable[Any]] | None) -> Any:
     """Wait until ``pacer`` says a full look is due; return the signature taken just before it.
 
-    ``cheap_look`` waits about a tick and returns a signature (``None``: it has none this time; a
-    failure counts as ``None``). Without one, sleep until the backoff's moment. The caller makes
-    the full look, then tells the pacer: ``pacer.looked(time.monotonic(), signature)``.
+    ``cheap_look(known, timeout)`` waits at least about a tick and returns a signature: as soon as
+    it differs from ``known`` (the pacer's), or after ``timeout`` (until the backoff's next full
+    look), whichever comes first — or any time earlier; ``None`` when it has none this time (a
+    failure counts as ``None``). Without a signature, sleep until the backoff's moment. The caller
+    makes the full look, then tells the pacer: ``pacer.looked(time.monotonic(), signature)``.
     """
     while True:
         signature = None
         if cheap_look is not None:
             try:
-                signature = await cheap_look()
+                signature = await cheap_look(pacer.known_signature, pacer.until_full_look(time.monotonic()))
             except Exception:  # no cheap look this time: the backoff still paces the full looks
                 signature = None
         now = time.monotonic()
         if pacer.full_look_due(now, signature):
             return signature
-        if cheap_look is None:
+        if cheap_look is None or signature is None:
             await asyncio.sleep(pacer.sleep_for(now, has_signature=False))

@@ -231,7 +231,7 @@ class ZetaDriverTrigger(BaseTrigger):
         # A full look (ledger read, process check) on every change of the ledger file, seen by its
         # stat every LEDGER_WATCH_TICK, and otherwise on a backoff up to poll_interval (core.pacing).
         ledger_path = await asyncio.to_thread(self._ledger_path)
-        cheap_look: Callable[[], Awaitable[Any]] | None = None
+        cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
         if ledger_path:
             cheap_look = functools.partial(_ledger_signature, stat_batch(LEDGER_WATCH_TICK), ledger_path)
 
@@ -403,9 +403,10 @@ class ZetaDriverTrigger(BaseTrigger):
         self.log.info("zeta driver %s: cancel marker written (task ended by a user action)", self.token)
 
 
-async def _ledger_signature(watch: StatBatch, path: str) -> Any:
-    """The ledger file's stat signature as of the batch's next tick; ``None`` when the stat hangs
-    (an NFS server gone): that must not hold back the backoff's looks.
+async def _ledger_signature(watch: StatBatch, path: str, known: Any, timeout: float) -> Any:
+    """The ledger file's stat signature once the batch sees it differ from ``known``, or after
+    ``timeout`` (the backoff's next full look); ``None`` when the stat hangs (an NFS server gone):
+    that must not hold back the backoff's looks.
 
     ``asyncio.timeout``, not ``asyncio.wait_for``: on Python 3.11 ``wait_for`` returns the result
     instead of raising when its task is cancelled in the loop pass in which that result arrives
@@ -413,8 +414,8 @@ async def _ledger_signature(watch: StatBatch, path: str) -> Any:
     removed) was then lost, and the trigger ran on until it fired.
     """
     try:
-        async with asyncio.timeout(4 * LEDGER_WATCH_TICK):
-            return await watch.signature(path)
+        async with asyncio.timeout(timeout + 4 * LEDGER_WATCH_TICK):
+            return await watch.changed(path, known, timeout)
     except TimeoutError:
         return None
 

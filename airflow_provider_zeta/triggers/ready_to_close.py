@@ -134,7 +134,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         pacer = Pacer(tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5, chase_for=10.0)
         ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
 
-        async def ended_drivers() -> Any:
+        async def ended_drivers(known: Any, timeout: float) -> Any:
+            # One trigger per run (not per source): a look every tick is cheap enough.
             await asyncio.sleep(READY_WATCH_TICK)
             found = await asyncio.to_thread(observer.ended_drivers)
             if found is None:
@@ -142,7 +143,7 @@ class ReadyToCloseTrigger(BaseTrigger):
             ended.update(found)
             return frozenset(ended)
 
-        cheap_look: Callable[[], Awaitable[Any]] | None = None
+        cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
         try:
             if await asyncio.to_thread(observer.ledgers_watchable):
                 cheap_look = ended_drivers

@@ -115,6 +115,40 @@ def test_a_cancelled_waiter_does_not_break_the_batch(tmp_path):
     assert asyncio.run(main()) == stat_signature(path)
 
 
+def test_a_watcher_sleeps_until_its_file_changes_or_its_timeout(tmp_path):
+    """``changed``: 100 watchers of unchanged files cost one thread hop per tick and wake no one;
+    a rewrite wakes only its own watcher, within a tick or two; a timeout wakes with the same
+    signature (the backoff's full look is due)."""
+    paths = [str(tmp_path / f"ledger{i}.json") for i in range(100)]
+    for path in paths:
+        open(path, "wb").write(b"{}")
+
+    async def main():
+        batch = StatBatch(tick=0.05)
+        known = {p: await batch.signature(p) for p in paths[:1]}
+        known.update(dict(zip(paths, await asyncio.gather(*(batch.signature(p) for p in paths)), strict=True)))
+        hops_before = batch.hops
+        watchers = {p: asyncio.ensure_future(batch.changed(p, known[p], 60)) for p in paths}
+        await asyncio.sleep(0.5)  # about ten ticks
+        woken_while_unchanged = [p for p, w in watchers.items() if w.done()]
+        hops = batch.hops - hops_before
+        os.replace(_written(tmp_path / "new.json", b"{}"), paths[7])
+        started = time.monotonic()
+        changed = await asyncio.wait_for(watchers[paths[7]], 5)
+        noticed = time.monotonic() - started
+        still_asleep = sum(1 for p, w in watchers.items() if p != paths[7] and not w.done())
+        timed = await asyncio.wait_for(batch.changed(paths[3], known[paths[3]], 0.2), 5)
+        for w in watchers.values():
+            w.cancel()
+        return woken_while_unchanged, hops, changed, noticed, still_asleep, timed, known
+
+    woken, hops, changed, noticed, asleep, timed, known = asyncio.run(main())
+    assert woken == [] and 5 <= hops <= 12  # one hop per tick for all 100
+    assert changed != known[paths[7]] and noticed < 1.0
+    assert asleep == 99
+    assert timed == known[paths[3]]
+
+
 def _written(path, data: bytes) -> str:
     path.write_bytes(data)
     return str(path)
