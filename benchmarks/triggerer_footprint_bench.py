@@ -17,6 +17,7 @@ import asyncio
 import multiprocessing
 import os
 import resource
+import sys
 import tempfile
 import time
 
@@ -132,7 +133,16 @@ def main() -> None:
             stop.set()
             writer.join(10)
 
-        result = asyncio.run(measure(root, args.triggers, args.seconds, args.poll_interval, stop_writer))
+        # The triggers' own log lines go to stderr: stdout is the table (make bench writes it to the docs).
+        sys.stdout.flush()
+        real_stdout = os.dup(1)
+        os.dup2(2, 1)
+        try:
+            result = asyncio.run(measure(root, args.triggers, args.seconds, args.poll_interval, stop_writer))
+        finally:
+            sys.stdout.flush()
+            os.dup2(real_stdout, 1)
+            os.close(real_stdout)
     finally:
         stop.set()
         writer.join(10)
