@@ -61,11 +61,26 @@ def pytest_configure(config):
         teardown.watch_parent(os.getppid())
 
 
-def shared_cluster_of(item) -> str | None:
-    """The DB kind of the session's fake-driver cluster that ``item`` runs on, if any."""
+#: The shared fake-driver cluster of a DB kind is split into shards by test module, each its own
+#: cluster and xdist group, so that its tests spread over the test processes: their waits
+#: (retention windows, kills) add up to more than a third of the suite on SQLite. A module not
+#: named here runs on shard 0. Moving a module moves its tests to another cluster, nothing else.
+FAKE_CLUSTER_SHARDS: dict[str, dict[str, int]] = {
+    "sqlite": {"tests.test_cleanup": 1, "tests.test_cleanup_windows": 1, "tests.test_hourly_partitions": 1},
+}
+
+
+def shared_cluster_of(item) -> tuple[str, int] | None:
+    """The session's fake-driver cluster that ``item`` runs on, if any: (DB kind, shard)."""
     if "fake_driver_cluster" not in getattr(item, "fixturenames", ()):
         return None
-    return item.callspec.params["fake_driver_cluster"]
+    kind = item.callspec.params["fake_driver_cluster"]
+    return kind, FAKE_CLUSTER_SHARDS.get(kind, {}).get(item.module.__name__, 0)
+
+
+def shared_cluster_name(key: tuple[str, int]) -> str:
+    kind, shard = key
+    return f"fake_driver_cluster_{kind}" + (f"_{shard}" if shard else "")
 
 
 def pytest_itemcollected(item):
@@ -73,12 +88,12 @@ def pytest_itemcollected(item):
     run in one test process, one after the other, so that process starts the cluster once. xdist
     hands out the largest groups first; a module-scoped cluster is grouped by its module's
     ``pytestmark``."""
-    kind = shared_cluster_of(item)
-    if kind is not None:
+    key = shared_cluster_of(item)
+    if key is not None:
         if item.get_closest_marker("xdist_group") is not None:
             # Two group names would be joined into a third group, splitting the shared cluster's tests.
             raise pytest.UsageError(f"{item.nodeid}: a test on fake_driver_cluster cannot carry its own xdist_group")
-        item.add_marker(pytest.mark.xdist_group(f"fake_driver_cluster_{kind}"))
+        item.add_marker(pytest.mark.xdist_group(shared_cluster_name(key)))
 
 
 def replayable_id(item) -> str:
@@ -105,10 +120,11 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
 
-    def shared_cluster_kind(item) -> int:
-        return {None: 0, "sqlite": 1}.get(shared_cluster_of(item), 2)
+    def shared_cluster_order(item) -> tuple[int, int]:
+        key = shared_cluster_of(item)
+        return (0, 0) if key is None else ({"sqlite": 1}.get(key[0], 2), key[1])
 
-    items[:] = sorted(keep, key=shared_cluster_kind)  # stable: each group keeps pytest's order
+    items[:] = sorted(keep, key=shared_cluster_order)  # stable: each group keeps pytest's order
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
@@ -214,28 +230,43 @@ def airflow_cluster(request):
         _finish(cluster, _test_failed(request.node), request.node.nodeid, _failure_summary(request.node))
 
 
-@pytest.fixture(scope="session", params=DB_KINDS)
+@pytest.fixture(params=DB_KINDS)
 def fake_driver_cluster(request):
-    """One cluster per DB kind for the session, on tests/dags, launching drivers through the fake
-    spark-submit. Its tests are one xdist group (``pytest_itemcollected``), run one after the other
-    in one test process, which stops the cluster right after the last of them
-    (``pytest_runtest_teardown``). Each test uses its own run dates and launch log; after a kill a
-    test restarts the component before it ends."""
-    db_kind = request.param
-    failures_before = request.session.testsfailed
-    cluster = _start(PROJECT_ROOT / "tests" / "dags", db_kind, extra_env=spark_env(fake=True))
+    """A cluster per DB kind and shard (``FAKE_CLUSTER_SHARDS``) for the session, on tests/dags,
+    launching drivers through the fake spark-submit. Its tests are one xdist group
+    (``pytest_itemcollected``), run one after the other in one test process, which starts the
+    cluster for the first of them and stops it right after the last (``pytest_runtest_teardown``).
+    Each test uses its own run dates and launch log; after a kill a test restarts the component
+    before it ends."""
+    key = shared_cluster_of(request.node)
+    assert key is not None
+    if key not in SHARED_CLUSTERS:
+        if key in SHARED_CLUSTER_STOPS:  # started once and stopped: its group ran split
+            pytest.fail(f"{shared_cluster_name(key)} was stopped after its last test: run with --dist loadgroup or -n 0")
+        cluster = _start(PROJECT_ROOT / "tests" / "dags", key[0], extra_env=spark_env(fake=True))
+        failures_before = request.session.testsfailed
 
-    def stop() -> None:
-        if SHARED_CLUSTER_STOPS.pop(db_kind, None) is not None:
-            _finish(cluster, request.session.testsfailed > failures_before, f"fake_driver_cluster[{db_kind}]")
+        def stop(cluster: AirflowCluster = cluster) -> None:
+            if SHARED_CLUSTERS.pop(key, None) is not None:
+                _finish(cluster, request.session.testsfailed > failures_before, shared_cluster_name(key))
 
-    SHARED_CLUSTER_STOPS[db_kind] = stop
-    yield cluster
-    stop()
+        SHARED_CLUSTERS[key] = cluster
+        SHARED_CLUSTER_STOPS[key] = stop
+    return SHARED_CLUSTERS[key]
 
 
-#: Stops a running shared fake-driver cluster, by DB kind (each stops once).
-SHARED_CLUSTER_STOPS: dict[str, Callable[[], None]] = {}
+#: The running shared fake-driver clusters of this test process, by (DB kind, shard), and how to
+#: stop each (once; a stopped one stays in SHARED_CLUSTER_STOPS).
+SHARED_CLUSTERS: dict[tuple[str, int], AirflowCluster] = {}
+SHARED_CLUSTER_STOPS: dict[tuple[str, int], Callable[[], None]] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_shared_clusters_at_the_end():
+    """A session that ends early (``-x``, an interrupt) stops the shared clusters still running."""
+    yield
+    for key in list(SHARED_CLUSTERS):
+        SHARED_CLUSTER_STOPS[key]()
 
 
 @pytest.hookimpl(wrapper=True, trylast=True)
@@ -246,9 +277,9 @@ def pytest_runtest_teardown(item, nextitem):
     try:
         return (yield)
     finally:
-        kind = shared_cluster_of(item)
-        if kind is not None and (nextitem is None or shared_cluster_of(nextitem) != kind):
-            stop = SHARED_CLUSTER_STOPS.get(kind)
+        key = shared_cluster_of(item)
+        if key is not None and (nextitem is None or shared_cluster_of(nextitem) != key):
+            stop = SHARED_CLUSTER_STOPS.get(key)
             if stop is not None:
                 stop()
 
@@ -263,11 +294,8 @@ def shared_cluster_left_whole(request):
     """After a test on the session's fake-driver cluster, every component is running again: a test
     that failed between a kill and its restart must not fail every later test with it. Before it,
     the cluster must not have been stopped early (its group ran split: not under ``--dist loadgroup``)."""
-    kind = shared_cluster_of(request.node)
-    if kind is not None:
-        request.getfixturevalue("fake_driver_cluster")
-        if kind not in SHARED_CLUSTER_STOPS:
-            pytest.fail(f"fake_driver_cluster[{kind}] was stopped after its last test: run with --dist loadgroup or -n 0")
+    if shared_cluster_of(request.node) is not None:
+        request.getfixturevalue("fake_driver_cluster")  # fails when its cluster was stopped early
     yield
     if "fake_driver_cluster" not in request.fixturenames:
         return
