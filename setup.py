@@ -65,7 +65,9 @@ setup(
             # for the coordinator, s3fs for the driver, and a real S3 server to run them against.
             "apache-airflow-providers-amazon>=9.0",
             "s3fs>=2024.6",
-            "moto[server]>=5.0",
+            "moto[s3]>=5.0",
+            "flask>=3.0",  # moto_server (the S3 server process); moto[server] would pull every service's dependencies
+            "flask-cors>=4.0",
         ],
     },
     entry_points={

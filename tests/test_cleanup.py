@@ -67,7 +67,7 @@ def test_run_ends_at_once_and_its_cleanup_happens_at_the_due_time(fake_driver_cl
     cluster.wait_for_dag(CLEANUP_DAG)
     state_root = cluster.home / "zeta-state"
     log = tmp_path / "launches.jsonl"
-    ds, window = "2026-04-06", 60
+    ds, window = "2026-04-06", 30  # the checks between the run's end and the due time take seconds
     run_id = cluster.trigger_run(
         DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": window}
     )
