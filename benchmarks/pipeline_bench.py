@@ -17,7 +17,7 @@ one run, because absolute times on these machines drift:
    for a worker, which nothing restarts) to the pipeline's next task state change; and what the
    kill cost in the end: the run's wall time to published data minus the median clean run's.
 
-Usage: ``python benchmarks/pipeline_bench.py [--rounds 5] [--warmup 1] [--extra-rounds 2] [--work-seconds 20] [--overhead-only] [--markdown]``
+Usage: ``python benchmarks/pipeline_bench.py [--rounds 7] [--warmup 1] [--extra-rounds 2] [--work-seconds 20] [--overhead-only] [--markdown]``
 """
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def kill_workers(cluster):
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds to count")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds to count")
     parser.add_argument("--warmup", type=int, choices=(0, 1), default=1, help="one uncounted run of each side first")
     parser.add_argument("--extra-rounds", type=int, default=2, help="rounds run at most to replace rounds in which a side re-ran")
     parser.add_argument("--work-seconds", type=float, default=20)
