@@ -62,8 +62,8 @@ def pytest_configure(config):
 
 
 #: The shared fake-driver cluster of a DB kind is split into shards by test module, each its own
-#: cluster and xdist group, so that its tests spread over the test processes: their waits
-#: (retention windows, kills) add up to more than a third of the suite on SQLite. A module not
+#: cluster and xdist group: the SQLite cluster's tests add up to about 27 minutes, more than half
+#: of the suite, and as one group they would set the suite's length in one process. A module not
 #: named here runs on shard 0. Moving a module moves its tests to another cluster, nothing else.
 FAKE_CLUSTER_SHARDS: dict[str, dict[str, int]] = {
     "sqlite": {"tests.test_cleanup": 1, "tests.test_cleanup_windows": 1, "tests.test_hourly_partitions": 1},
@@ -240,15 +240,22 @@ def fake_driver_cluster(request):
     before it ends."""
     key = shared_cluster_of(request.node)
     assert key is not None
+    if key in SHARED_CLUSTER_ERRORS:  # its start failed once: every test of its shard fails at once
+        pytest.fail(f"{shared_cluster_name(key)} did not start: {SHARED_CLUSTER_ERRORS[key]}")
     if key not in SHARED_CLUSTERS:
         if key in SHARED_CLUSTER_STOPS:  # started once and stopped: its group ran split
             pytest.fail(f"{shared_cluster_name(key)} was stopped after its last test: run with --dist loadgroup or -n 0")
-        cluster = _start(PROJECT_ROOT / "tests" / "dags", key[0], extra_env=spark_env(fake=True))
+        try:
+            cluster = _start(PROJECT_ROOT / "tests" / "dags", key[0], extra_env=spark_env(fake=True))
+        except Exception as error:
+            SHARED_CLUSTER_ERRORS[key] = f"{type(error).__name__}: {str(error)[:500]}"
+            raise
         failures_before = request.session.testsfailed
 
-        def stop(cluster: AirflowCluster = cluster) -> None:
+        def stop(failed_now: bool = False, cluster: AirflowCluster = cluster) -> None:
             if SHARED_CLUSTERS.pop(key, None) is not None:
-                _finish(cluster, request.session.testsfailed > failures_before, shared_cluster_name(key))
+                failed = failed_now or request.session.testsfailed > failures_before
+                _finish(cluster, failed, shared_cluster_name(key))
 
         SHARED_CLUSTERS[key] = cluster
         SHARED_CLUSTER_STOPS[key] = stop
@@ -258,7 +265,9 @@ def fake_driver_cluster(request):
 #: The running shared fake-driver clusters of this test process, by (DB kind, shard), and how to
 #: stop each (once; a stopped one stays in SHARED_CLUSTER_STOPS).
 SHARED_CLUSTERS: dict[tuple[str, int], AirflowCluster] = {}
-SHARED_CLUSTER_STOPS: dict[tuple[str, int], Callable[[], None]] = {}
+SHARED_CLUSTER_STOPS: dict[tuple[str, int], Callable[..., None]] = {}
+#: Why a shared cluster did not start, by (DB kind, shard).
+SHARED_CLUSTER_ERRORS: dict[tuple[str, int], str] = {}
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -274,14 +283,20 @@ def pytest_runtest_teardown(item, nextitem):
     """Stop a shared cluster as soon as its last test is done: under xdist its group may run first
     in its test process, and a cluster left running until that process ends would take CPU from
     every later test there. (Its tests run one after the other, so none comes back to it.)"""
+    failed_in_teardown = False
     try:
         return (yield)
+    except BaseException:
+        # Not counted as a failure yet (its report comes after this hook): a shared cluster
+        # stopped now must still keep its home for this failure.
+        failed_in_teardown = True
+        raise
     finally:
         key = shared_cluster_of(item)
         if key is not None and (nextitem is None or shared_cluster_of(nextitem) != key):
             stop = SHARED_CLUSTER_STOPS.get(key)
             if stop is not None:
-                stop()
+                stop(failed_in_teardown or _test_failed(item))
 
 
 # The pipelines of tests/dags (each with its cleanup). The cluster also runs bare deploy tasks

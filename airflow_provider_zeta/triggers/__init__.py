@@ -51,5 +51,7 @@ async def wait_for_full_look(pacer: Pacer, cheap_look: Callable[[Any, float], Aw
         now = time.monotonic()
         if pacer.full_look_due(now, signature):
             return signature
-        if cheap_look is None or signature is None:
+        if cheap_look is None:
             await asyncio.sleep(pacer.sleep_for(now, has_signature=False))
+        elif signature is None:  # no cheap look this time (it failed): try again in a tick
+            await asyncio.sleep(pacer.sleep_for(now, has_signature=True))

@@ -30,15 +30,12 @@ import time
 import weakref
 from typing import Any, Iterable
 
+from airflow_provider_zeta.core.pacing import NOTHING_SEEN
 from airflow_provider_zeta.storage import stat_signature
 
 
 def _signatures(paths: Iterable[str]) -> dict[str, Any]:
     return {path: stat_signature(path) for path in paths}
-
-
-#: ``changed``'s ``known`` for a caller that has seen no signature: equal to none.
-NO_SIGNATURE = object()
 
 
 class StatBatch:
@@ -54,11 +51,13 @@ class StatBatch:
 
     async def signature(self, path: str) -> Any:
         """The signature of ``path`` as of the next tick."""
-        return await self.changed(path, NO_SIGNATURE, 0.0)
+        return await self.changed(path, NOTHING_SEEN, 0.0)
 
     async def changed(self, path: str, known: Any, timeout: float) -> Any:
-        """The signature of ``path`` once a tick finds it other than ``known``, or at the first
-        tick after ``timeout`` seconds (then it may equal ``known``)."""
+        """The signature of ``path`` once a tick finds it other than ``known`` (``NOTHING_SEEN``:
+        at the next tick), or at the first tick after ``timeout`` seconds (then it may equal
+        ``known``). While a tick's stats hang (an NFS server gone) no waiter is answered: a caller
+        bounds its wait itself (the driver trigger: ``asyncio.timeout``)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._waiting.setdefault(path, []).append((future, known, time.monotonic() + max(0.0, timeout)))
@@ -89,8 +88,8 @@ class StatBatch:
                 continue
             now = time.monotonic()
             for path in list(self._waiting):
-                signature = found.get(path, NO_SIGNATURE)
-                if signature is NO_SIGNATURE:
+                signature = found.get(path, NOTHING_SEEN)
+                if signature is NOTHING_SEEN:
                     continue  # asked for during the hop: the next tick stats it
                 keep = []
                 for future, known, deadline in self._waiting[path]:
