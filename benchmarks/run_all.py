@@ -42,8 +42,8 @@ SECTIONS = [
 - **Where the provider's tail goes** (second table, "of which" rows): when the last job ends, its
   deploy task's trigger notices the ledger turn `succeeded` (a stat of the ledger file every
   0.5 s), stores the source's report as the task's return value and ends the task from the
-  triggerer, without a worker; the ready-to-close trigger, which looks every 0.5 s for 10 s after a
-  driver ends, finds the last report and ends its sensor from the triggerer too; the completed
+  triggerer, without a worker; the ready-to-close trigger, which asks Airflow once a second for 10 s
+  after a driver ends, finds the last report and ends its sensor from the triggerer too; the completed
   point, an ordinary worker task, publishes. The stock run's last task ends with its
   spark-submit. The ready-to-close step is 1.00 s in every run because of Airflow's triggerer: its
   trigger runner hands events to the triggerer process once a second (a fixed 1 s loop in 3.3), so

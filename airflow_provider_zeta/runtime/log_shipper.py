@@ -6,8 +6,8 @@ Purpose
     store (``s3://``, ``gs://``) nothing can append to an object, and the worker's temporary
     directory is invisible to a triggerer on another host. This program sits between the launcher
     and spark-submit and copies the output to the attempt on the state root as numbered chunk
-    objects, which the trigger reads in order as one stream (``storage.StateStorage.read_chunked_range``,
-    ``triggers/driver_output.py``).
+    objects, which the trigger reads in order as one stream (``storage.StateStorage.chunk_stream``
+    and ``read_stream_range``, ``triggers/driver_output.py``).
 
 How it works
     ``python .../runtime/log_shipper.py --attempt URL --local PATH -- COMMAND...``

@@ -2,8 +2,8 @@
 
 Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
-every ``READY_WATCH_TICK`` (1 s), shows a new terminal ledger; the API is then asked every 0.5 s
-for 10 s, while the deploy task that reports it ends — and otherwise on a backoff from
+every ``READY_WATCH_TICK`` (1 s), shows a new terminal ledger; the API is then asked at every
+such look (once a second) for 10 s, while the deploy task that reports it ends — and otherwise on a backoff from
 1 s up to ``poll_interval`` (``core.pacing``). Its kwargs hold the absolute ``deadline`` and the
 reports the sensor already verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
 one task-state call plus one XCom and one ledger read per source that finished since the previous
@@ -129,8 +129,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root, verified=self.verified)
         observe = sync_to_async(observer.observe)
         # After a driver ends, its deploy task reports a moment later (its trigger ends it, or it
-        # resumes on a worker): ask every 0.5 s for the next 10 s (at most 20 calls per ended
-        # driver), then back off.
+        # resumes on a worker): ask at every cheap look (one per READY_WATCH_TICK) for the next
+        # 10 s (at most 10 calls per ended driver), then back off.
         pacer = Pacer(tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5, chase_for=10.0)
         ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
 

@@ -161,24 +161,23 @@ def test_the_last_chunk_given_up_is_never_lost_silently(store):
                     raise OSError("store unreachable")
             super().write_atomic(relative, data, make_parents)
 
+    def ship_first_and_last_words(name: str, refusals: int):
+        attempt = RefuseAfterFirst(store.child(f"runs/d/r/attempts/t/-1/{name}"), refusals=refusals)
+        uploader = log_shipper.ChunkUploader(attempt, flush_seconds=0.05, attempts=2, retry_pause=0.01, note=lambda text: None).start()
+        uploader.add(b"first\n")
+        time.sleep(0.3)
+        uploader.add(b"last words\n")
+        uploader.close(timeout=5)
+        return attempt, uploader
+
     # The last chunk is refused for good, the note after it arrives: complete, and it says so.
-    attempt = RefuseAfterFirst(store.child("runs/d/r/attempts/t/-1/a"), refusals=2)
-    uploader = log_shipper.ChunkUploader(attempt, flush_seconds=0.05, attempts=2, retry_pause=0.01, note=lambda text: None).start()
-    uploader.add(b"first\n")
-    time.sleep(0.3)
-    uploader.add(b"last words\n")
-    uploader.close(timeout=5)
+    attempt, uploader = ship_first_and_last_words("a", refusals=2)
     data, _, _ = attempt.read_chunked_range(DRIVER_LOG_CHUNKS, 0, 1000)
     assert data.startswith(b"first\n") and b"last words" not in data and b"11 bytes of driver output could not be shipped" in data
     assert attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete and uploader.ended
 
     # Not even the note arrives: no end marker, so the reader never counts the stream complete.
-    attempt = RefuseAfterFirst(store.child("runs/d/r/attempts/t/-1/b"), refusals=4)
-    uploader = log_shipper.ChunkUploader(attempt, flush_seconds=0.05, attempts=2, retry_pause=0.01, note=lambda text: None).start()
-    uploader.add(b"first\n")
-    time.sleep(0.3)
-    uploader.add(b"last words\n")
-    uploader.close(timeout=5)
+    attempt, uploader = ship_first_and_last_words("b", refusals=4)
     assert not attempt.chunk_stream(DRIVER_LOG_CHUNKS).complete and not uploader.ended
 
 

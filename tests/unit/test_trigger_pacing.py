@@ -125,8 +125,7 @@ def test_a_watcher_sleeps_until_its_file_changes_or_its_timeout(tmp_path):
 
     async def main():
         batch = StatBatch(tick=0.05)
-        known = {p: await batch.signature(p) for p in paths[:1]}
-        known.update(dict(zip(paths, await asyncio.gather(*(batch.signature(p) for p in paths)), strict=True)))
+        known = dict(zip(paths, await asyncio.gather(*(batch.signature(p) for p in paths)), strict=True))
         hops_before = batch.hops
         watchers = {p: asyncio.ensure_future(batch.changed(p, known[p], 60)) for p in paths}
         await asyncio.sleep(0.5)  # about ten ticks
