@@ -98,9 +98,11 @@ class SparkStandaloneCluster:
             return json.loads(response.read())
 
     def alive_workers(self) -> int:
+        """Registered workers; 0 while the master's UI does not answer yet, or answers ``/json/``
+        with its HTML page (it does for a moment while it starts, before the master is leader)."""
         try:
             return int(self.status().get("aliveworkers", 0))
-        except OSError:
+        except (OSError, ValueError):  # json.JSONDecodeError is a ValueError
             return 0
 
     def logs(self) -> str:
