@@ -3,7 +3,7 @@
 Theory of operation
     A deploy task's crash windows are ``ZetaSparkJobOperator.failure_window`` calls, which a test
     DAG overrides to kill its worker. A trigger runs in the triggerer, which no DAG can subclass, so
-    a trigger calls ``crash_when_armed(name)`` at its windows instead. A point is armed when the
+    a trigger awaits ``crash_when_armed(name, key)`` at its windows instead. A point is armed when the
     environment variable ``ZETA_CRASH_POINTS`` names a directory (the test harness sets it for
     every component of its clusters) and a file called ``name`` exists there whose text is the
     caller's key (the run id: on a cluster shared by many tests only the armed run's trigger
@@ -12,6 +12,11 @@ Theory of operation
     SIGKILL, at the next pass of the running event loop: the caller has by then handed over what
     it yields next, and nothing of it has reached the metadata database (the runner sends events to
     its supervisor in batches, the supervisor writes them).
+
+    Armed with a hold (the file's text ``<key> hold=<seconds>``), the caller stops at the point for
+    that long instead — everything else in the component runs on, the other triggers and the
+    runner's hand-overs included — and then kills its component: what other triggers did meanwhile
+    reaches the database, the caller's next step never does.
 
 What it does not do
     Anything in production: without ``ZETA_CRASH_POINTS`` a call costs one environment lookup.
@@ -36,19 +41,25 @@ DRIVER_EVENT = "driver.event"
 DRIVER_SUCCESS_EVENT = "driver.success_event"
 
 
-def _take(name: str, key: str) -> bool:
-    """True once per arming: the point's file named ``key`` and is now removed."""
+def _take(name: str, key: str) -> float | None:
+    """Once per arming, the hold in seconds (0: none) when the point's file names ``key``, which is
+    then removed; None when the point is not armed for ``key``."""
     folder = os.environ.get(ENV_VAR)
     if not folder:
-        return False
+        return None
     armed = Path(folder) / name
     try:
-        if armed.read_text().strip() != key:
-            return False
+        armed_key, *options = armed.read_text().split()
+        if armed_key != key:
+            return None
         armed.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    except (FileNotFoundError, ValueError):
+        return None
+    hold = 0.0
+    for option in options:
+        if option.startswith("hold="):
+            hold = float(option.removeprefix("hold="))
+    return hold
 
 
 def _kill_component() -> None:
@@ -59,8 +70,16 @@ def _kill_component() -> None:
     os._exit(137)
 
 
-def crash_when_armed(name: str, key: str) -> None:
-    """Kill this component at the next pass of the event loop if ``name`` is armed for ``key``."""
-    if _take(name, key):
-        print(f"[zeta] crash point {name} armed: killing this component", flush=True)
-        asyncio.get_running_loop().call_soon(_kill_component)
+async def crash_when_armed(name: str, key: str) -> None:
+    """Kill this component at the next pass of the event loop if ``name`` is armed for ``key``; with
+    a hold, stop here for the hold and then kill it (this call never returns)."""
+    hold = _take(name, key)
+    if hold is None:
+        return
+    if hold > 0:
+        print(f"[zeta] crash point {name} armed: holding {hold:g} s, then killing this component", flush=True)
+        await asyncio.sleep(hold)
+        _kill_component()
+        return  # only where _kill_component is replaced (unit tests)
+    print(f"[zeta] crash point {name} armed: killing this component", flush=True)
+    asyncio.get_running_loop().call_soon(_kill_component)

@@ -617,11 +617,12 @@ class AirflowCluster:
         drivers it launched, or the triggerer); returns their PIDs. ``host(name).killed_at`` tells when."""
         return self.host(name).kill()
 
-    def arm_crash_point(self, name: str, run_id: str) -> Path:
+    def arm_crash_point(self, name: str, run_id: str, hold: float = 0.0) -> Path:
         """Arm the named crash point (``airflow_provider_zeta.crash_points``) once, for the triggers
-        of ``run_id``; the returned file disappears when one reaches the point and kills its component."""
+        of ``run_id``; the returned file disappears when one reaches the point and kills its
+        component — at once, or after holding there for ``hold`` seconds while the rest runs on."""
         armed = self.crash_points / name
-        armed.write_text(f"{run_id}\n")
+        armed.write_text(f"{run_id} hold={hold:g}\n" if hold else f"{run_id}\n")
         return armed
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:

@@ -273,12 +273,12 @@ class ZetaDriverTrigger(BaseTrigger):
                     # now the event that ends the task without a worker. A triggerer killed in
                     # between loses only the event: the next triggerer runs this trigger again from
                     # its kwargs, reads the same ledger and stores the same report again.
-                    crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
+                    await crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
                     yield TaskSuccessEvent()
                     return
                 # A triggerer killed now loses the event; the trigger runs again from its kwargs on
                 # the next triggerer and reads the same ledger.
-                crash_when_armed(DRIVER_EVENT, run_id)
+                await crash_when_armed(DRIVER_EVENT, run_id)
                 yield TriggerEvent(event)
                 return
             if self.stale_check and self.task_key and time.monotonic() >= next_stale_check:

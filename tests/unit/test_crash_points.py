@@ -1,4 +1,5 @@
-"""crash_points: a point fires once per arming, only when armed, after the caller's current step."""
+"""crash_points: a point fires once per arming, only when armed, after the caller's current step
+(or, armed with a hold, after holding the caller there while the rest of the loop runs on)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ def test_an_armed_point_fires_once_at_the_next_pass_of_the_loop(tmp_path, monkey
     monkeypatch.setattr(crash_points, "_kill_component", lambda: order.append("killed"))
 
     async def emitter():
-        crash_points.crash_when_armed("some.point", "run-2")  # armed for another run
-        crash_points.crash_when_armed("some.point", "run-1")
+        await crash_points.crash_when_armed("some.point", "run-2")  # armed for another run
+        await crash_points.crash_when_armed("some.point", "run-1")
         order.append("handed over")  # what the caller does before its next suspension
         await asyncio.sleep(0)
-        crash_points.crash_when_armed("some.point", "run-1")  # disarmed by the first call
+        await crash_points.crash_when_armed("some.point", "run-1")  # disarmed by the first call
         await asyncio.sleep(0)
 
     asyncio.run(emitter())
@@ -32,12 +33,35 @@ def test_nothing_fires_without_the_environment_or_the_file(tmp_path, monkeypatch
     (tmp_path / "some.point").write_text("run-1\n")
 
     async def emitter():
-        crash_points.crash_when_armed("some.point", "run-1")  # no ZETA_CRASH_POINTS: production
+        await crash_points.crash_when_armed("some.point", "run-1")  # no ZETA_CRASH_POINTS: production
         monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
-        crash_points.crash_when_armed("other.point", "run-1")  # armed directory, another point
+        await crash_points.crash_when_armed("other.point", "run-1")  # armed directory, another point
         await asyncio.sleep(0)
 
     monkeypatch.delenv(crash_points.ENV_VAR, raising=False)
     asyncio.run(emitter())
     assert (tmp_path / "some.point").exists()
     assert kills == []
+
+
+def test_a_point_armed_with_a_hold_stops_its_caller_while_the_loop_runs_on_then_fires(tmp_path, monkeypatch):
+    monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
+    (tmp_path / "some.point").write_text("run-1 hold=0.3\n")
+    order: list[str] = []
+    monkeypatch.setattr(crash_points, "_kill_component", lambda: order.append("killed"))
+
+    async def caller():
+        await crash_points.crash_when_armed("some.point", "run-1")
+        order.append("caller went on")  # only because the kill is replaced here
+
+    async def other_trigger():
+        for _ in range(3):
+            await asyncio.sleep(0.05)
+            order.append("other ran")
+
+    async def main():
+        await asyncio.gather(caller(), other_trigger())
+
+    asyncio.run(main())
+    assert order == ["other ran"] * 3 + ["killed", "caller went on"]
+    assert not (tmp_path / "some.point").exists()
