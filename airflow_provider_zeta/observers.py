@@ -17,7 +17,9 @@ How it works
       names, to verify it (``core.ready.attempt_problem``). It remembers the reports it read, so a
       poll costs one task-state call plus one XCom and one ledger read per source that finished
       since the previous poll; a source seen in any other state is forgotten (a rerun wipes its
-      XComs). ``ended_drivers`` is its cheap look: which drivers of the sources not yet reported
+      XComs). A source still ``deferred`` whose driver ended (the cheap look below) has its report
+      read as well, at every look, unremembered: its trigger stores it a beat before the task
+      ends (``core.ready.REPORTED_WHILE_DEFERRED``). ``ended_drivers`` is its cheap look: which drivers of the sources not yet reported
       have a terminal ledger (a directory listing and a stat per attempt, a ledger read only when
       its file changed; local state roots only), so the trigger calls the API soon after a driver
       ends instead of on a blind backoff (``core.pacing``).
@@ -45,7 +47,7 @@ from typing import Any, Mapping
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
-from airflow_provider_zeta.core.ready import Evaluation, attempt_problem, evaluate, parse_report
+from airflow_provider_zeta.core.ready import REPORTED_WHILE_DEFERRED, Evaluation, attempt_problem, evaluate, parse_report
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.storage import StateStorage, stat_signature
 
@@ -170,7 +172,12 @@ class RunObserver:
             return False  # the full look reads it again and says what is wrong
         return ledger is not None and ledger.status.terminal
 
-    def observe(self, incarnation: int, deadline: float) -> Evaluation:
+    def observe(self, incarnation: int, deadline: float, ended: frozenset[tuple[str, str]] | None = None) -> Evaluation:
+        """Read and evaluate the run. ``ended``: (task id, token) of the terminal ledgers the cheap
+        look saw (``ended_drivers``); the report of such a task that is still ``deferred`` is read
+        too (``core.ready.REPORTED_WHILE_DEFERRED``: its trigger may have stored it a beat before
+        the task ends). Such a report is read again at every look until its task is ``success``:
+        it is not remembered, so a clear in between cannot leave a report the task no longer has."""
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
         from airflow.sdk.execution_time.xcom import XCom
 
@@ -178,7 +185,17 @@ class RunObserver:
             dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id]
         )
         states = dict(states_by_run.get(self.run_id, {}))
+        ended_tasks = {task_id for task_id, _ in ended or ()}
+        early: dict[str, Any] = {}  # task id -> report stored while its task is still deferred
+        early_unverified: dict[str, str] = {}
         for source, task_id in self.expected.items():
+            if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tasks:
+                raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                if raw is not None:
+                    early[task_id] = raw
+                    problem = self._ledger_problem(source, task_id, raw)
+                    if problem:
+                        early_unverified[source] = problem
             if states.get(task_id) != "success":
                 # A source that runs again has its XComs wiped: forget what we read of it.
                 self._reports.pop(task_id, None)
@@ -195,7 +212,9 @@ class RunObserver:
                 self._unverified[source] = problem
             else:
                 self._unverified.pop(source, None)
-        return evaluate(self.expected, states, self._reports, incarnation, time.time(), deadline, self._unverified)
+        return evaluate(
+            self.expected, states, {**self._reports, **early}, incarnation, time.time(), deadline, {**self._unverified, **early_unverified}
+        )
 
 
 class JobWatch:

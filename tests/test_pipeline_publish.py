@@ -348,3 +348,57 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
     rows = published(cluster, ds)
     assert {s: len(rows[s]) for s in SOURCES} == {s: expected_row_count(s) for s in SOURCES}
+
+
+@pytest.mark.sqlite_only
+def test_the_sensor_ends_on_a_report_stored_while_the_last_deploy_task_is_still_deferred(fake_driver_cluster, tmp_path):
+    """Issue 16: the last source's driver trigger stores its report (the deploy task's return value)
+    and then yields the event that ends its task, which Airflow applies at the triggerer's next
+    beat. The ready-to-close trigger counts the stored report already (core.ready,
+    REPORTED_WHILE_DEFERRED), so the sensor ends in the same beat, not one later. Here that trigger
+    is held right after storing (an armed crash point with a hold) until the triggerer is killed:
+    its task's end never reaches the database. Meanwhile the sensor must end and the completed
+    point publish; the restarted triggerer then ends the deploy task with the same report. Oracles:
+    the jobs' launch log, the published files and commit marker, the tries and the task logs."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    ds = "2026-04-15"  # a date of its own on the shared cluster
+    try:
+        run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+        cluster.wait_for(lambda: len(launches(log)) == 3, 180, "three drivers launched")
+        for source in ("beta", "gamma"):
+            (release / source).write_text("go")
+        for source in ("beta", "gamma"):
+            cluster.wait_for_task(DAG_ID, run_id, f"counting.deploy_{source}", {"success"}, timeout=180)
+        armed = cluster.arm_crash_point("driver.success_event", run_id, hold=25)
+        (release / "alpha").write_text("go")
+        cluster.wait_for(lambda: not armed.exists(), 120, "alpha's driver trigger to store its report and hold", interval=0.2)
+        # Held: alpha's report is stored, its task's end is not. The sensor ends on the report.
+        cluster.wait_for_task(DAG_ID, run_id, "counting.ready_to_close", {"success"}, timeout=20)
+        cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=120)
+        assert cluster.components["triggerer"].alive(), "the hold (25 s) ended before the completed point published"
+        deploy = cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")
+        assert deploy["state"] == "deferred", deploy  # published while alpha's task had not ended
+        cluster.wait_for(lambda: not cluster.components["triggerer"].alive(), 60, "the triggerer to die", interval=0.2)
+        assert cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")["state"] == "deferred"
+    finally:
+        armed_file = cluster.crash_points / "driver.success_event"
+        armed_file.unlink(missing_ok=True)
+        if not cluster.components["triggerer"].alive():
+            cluster.start_component("triggerer")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+    alpha = cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")
+    assert (alpha["state"], alpha["try_number"]) == ("success", 1), alpha
+    logs = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+    deploy_log = (logs / "task_id=counting.deploy_alpha" / "attempt=1.log").read_text()
+    assert deploy_log.count("::group::Pre Execute") == 1, "deploy_alpha resumed on a worker"
+    report = cluster.xcom(DAG_ID, run_id, "counting.deploy_alpha")
+    assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
+    reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}
+    assert isinstance(report, dict) and report["token"] == reporting["alpha"], (report, reporting)
+    assert marker(cluster, ds)["tokens"] == reporting
+    assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
+    rows = published(cluster, ds)
+    assert {s: len(rows[s]) for s in SOURCES} == {s: expected_row_count(s) for s in SOURCES}

@@ -10,7 +10,9 @@ clear, orphan reset), so a report that exists belongs to the source's latest run
 
 The sensor (and its trigger) evaluate the run with ``evaluate``: one read of all source task
 states plus one XCom read per source that finished since the last evaluation. A source counts as
-ready when its task is ``success`` and its report is valid and not from a newer incarnation. A
+ready when its task is ``success`` and its report is valid and not from a newer incarnation, or —
+one triggerer beat sooner — when its task is still ``deferred`` and its report is already stored,
+valid, of this very incarnation and verified (see ``REPORTED_WHILE_DEFERRED``). A
 source whose task ended ``failed``/``upstream_failed`` (no retries left) fails the wait at once,
 naming the source; so does the absolute deadline. A report whose attempt cannot be verified (its
 driver ledger is gone, unreadable, not ``succeeded``, or names another output or row count) also
@@ -33,6 +35,17 @@ from airflow_provider_zeta.core.ledger import CorruptState
 
 #: Task states after which a source will never report in this incarnation.
 SOURCE_FAILED_STATES = frozenset({"failed", "upstream_failed", "skipped", "removed"})
+
+#: A deploy task in this state may have made its report already. Its driver trigger, once the
+#: driver succeeded, proves it is the trigger the task waits on (``core.events``), stores the report
+#: as the task's return value — durable from that moment (G2) — and then yields ``TaskSuccessEvent``,
+#: which Airflow 3.3 applies at the triggerer's next beat (its runner hands events over once a
+#: second). Waiting for ``success`` would cost the ready-to-close wait that beat, and one more of
+#: its own. Such a report counts only when it names this incarnation and its attempt is verified
+#: (ledger ``succeeded``, same output and rows); anything less leaves the source waiting for its
+#: task to end, and is judged then. Only ``success`` (or a failed state) ends a source's wait
+#: otherwise: a report of a task in any other state may be a leftover that its next start wipes.
+REPORTED_WHILE_DEFERRED = frozenset({"deferred"})
 
 
 @dataclass(frozen=True)
@@ -207,7 +220,9 @@ def evaluate(
     A report from an older incarnation counts only while its source task is ``success``: the source
     was then not re-run in this incarnation (only downstream tasks were cleared). A source that is
     re-running has had its XComs wiped, and any leftover value is ignored because its state is not
-    ``success``.
+    ``success``. A source whose task is still ``deferred`` counts as ready when its report is
+    already stored, of this incarnation and verified (``REPORTED_WHILE_DEFERRED``); otherwise it is
+    missing, never corrupt or unverifiable: its task has not ended, and its end decides.
     """
     unverified = dict(unverified or {})
     if not expected:
@@ -222,6 +237,13 @@ def evaluate(
         raw = reports.get(task_id)
         if state in SOURCE_FAILED_STATES:
             failed[source] = str(state_name(state))
+            continue
+        if state in REPORTED_WHILE_DEFERRED:
+            early = _report_stored_while_deferred(raw, source, task_id, incarnation, source in unverified)
+            if early is None:
+                missing.append(source)
+            else:
+                ready[source] = early
             continue
         if state != "success" or raw is None:
             # Not finished in this incarnation yet (or a value left by another XCom backend).
@@ -257,6 +279,20 @@ def evaluate(
     else:
         verdict = Verdict.WAITING
     return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(unverifiable))
+
+
+def _report_stored_while_deferred(raw: Any, source: str, task_id: str, incarnation: int, unverified: bool) -> Report | None:
+    """The report of a source whose task is still deferred, when it may count already (see
+    ``REPORTED_WHILE_DEFERRED``); None: wait for the task to end."""
+    if raw is None or unverified:
+        return None
+    try:
+        report = parse_report(raw, source, task_id)
+    except CorruptState:
+        return None
+    # Only this incarnation's: a trigger of an earlier one that lost a race with a clear must not
+    # stand in for the source's re-run (that one's trigger stores its own report, or the task ends).
+    return report if report.incarnation == incarnation else None
 
 
 def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:

@@ -2,9 +2,14 @@
 
 Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
-every ``READY_WATCH_TICK`` (1 s), shows a new terminal ledger; the API is then asked at every
-such look (once a second) for 10 s, while the deploy task that reports it ends — and otherwise on a backoff from
-1 s up to ``poll_interval`` (``core.pacing``). Its kwargs hold the absolute ``deadline`` and the
+every ``READY_WATCH_TICK`` (0.5 s), shows a new terminal ledger; the API is then asked every
+``READY_CHASE_EVERY`` (0.25 s) for ``READY_CHASE_FOR`` (5 s), while the deploy task that reports
+it ends — and otherwise on a backoff from 1 s up to ``poll_interval`` (``core.pacing``). A source
+whose driver ended and whose task is still deferred has its report read too: its trigger stores
+the report before it ends the task, and such a report counts once it is of this incarnation and
+verified (``core.ready.REPORTED_WHILE_DEFERRED``). So this trigger usually yields in the same
+triggerer beat as the last deploy trigger, instead of a beat after the deploy task's success
+(Airflow 3.3's trigger runner hands events over once a second). Its kwargs hold the absolute ``deadline`` and the
 reports the sensor already verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
 one task-state call plus one XCom and one ledger read per source that finished since the previous
 poll. It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
@@ -33,8 +38,14 @@ from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_a
 from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
 
 #: How often the trigger lists which drivers of its unreported sources ended (a listing and a
-#: stat per source: on NFS each is a round trip, so less often than the driver trigger's stat).
-READY_WATCH_TICK = 1.0
+#: stat per unreported source; one trigger per run, not per source).
+READY_WATCH_TICK = 0.5
+#: After a driver of an unreported source ended, the trigger asks Airflow this often for
+#: ``READY_CHASE_FOR`` seconds, then backs off: the driver's trigger stores the report within about
+#: a second (or its task resumes on a worker and returns it a few seconds later). Asking soon lets
+#: this trigger end the sensor in the same triggerer beat as the deploy task ends.
+READY_CHASE_EVERY = 0.25
+READY_CHASE_FOR = 5.0
 #: The sensor's XCom naming its latest deferral (core.events), written just before it defers.
 READY_DEFERRAL_XCOM = "zeta_ready_deferral"
 
@@ -128,15 +139,18 @@ class ReadyToCloseTrigger(BaseTrigger):
 
         observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root, verified=self.verified)
         observe = sync_to_async(observer.observe)
-        # After a driver ends, its deploy task reports a moment later (its trigger ends it, or it
-        # resumes on a worker): ask at every cheap look (one per READY_WATCH_TICK) for the next
-        # 10 s (at most 10 calls per ended driver), then back off.
-        pacer = Pacer(tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=0.5, chase_for=10.0)
+        # After a driver ends, its deploy task reports a moment later (its trigger stores the
+        # report and ends it, or it resumes on a worker): ask every READY_CHASE_EVERY for
+        # READY_CHASE_FOR (at most 20 calls per ended driver), then back off.
+        pacer = Pacer(
+            tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=READY_CHASE_EVERY, chase_for=READY_CHASE_FOR
+        )
         ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
 
         async def ended_drivers(known: Any, timeout: float) -> Any:
-            # One trigger per run (not per source): a look every tick is cheap enough.
-            await asyncio.sleep(READY_WATCH_TICK)
+            # One trigger per run (not per source): a look every tick is cheap enough; while a
+            # full look is due sooner (the chase), only until then.
+            await asyncio.sleep(min(READY_WATCH_TICK, max(timeout, 0.05)))
             found = await asyncio.to_thread(observer.ended_drivers)
             if found is None:
                 return None
@@ -153,11 +167,11 @@ class ReadyToCloseTrigger(BaseTrigger):
         next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
-            evaluation = await observe(self.incarnation, self.deadline)
+            evaluation = await observe(self.incarnation, self.deadline, frozenset(ended))
             if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
                 await sleep_until(self.not_before)
                 # A source may have been cleared meanwhile (alone: its downstream not with it).
-                evaluation = await observe(self.incarnation, self.deadline)
+                evaluation = await observe(self.incarnation, self.deadline, frozenset(ended))
             change = evaluation.progress_from(previous)
             if change is not None:
                 self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)
@@ -168,7 +182,7 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # evaluation is this moment's: a source cleared before it is not counted ready.
                 # A triggerer killed now loses the event before it is stored; the trigger then
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
-                crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
+                await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
                 ready_set = evaluation.ready_set(self.incarnation)
                 if self.task_id is None or may_end_task_from_trigger(*await self._own_wait()):
                     yield TaskSuccessEvent(xcoms={"return_value": ready_set})

@@ -99,6 +99,39 @@ def test_report_from_an_older_incarnation_is_ignored_while_its_source_reruns():
     assert ev.verdict is Verdict.WAITING and ev.missing == ("eu",)
 
 
+def test_a_report_stored_while_its_task_is_still_deferred_counts_a_beat_early():
+    """Issue 16: the driver trigger stores the report, then ends its task with TaskSuccessEvent,
+    which Airflow applies at the triggerer's next beat. The stored report of this incarnation,
+    verified, already counts; the ready set is the same as after the task's success."""
+    reports = {t: report(s, incarnation=1) for s, t in EXPECTED.items()}
+    deferred = run({"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "deferred"}, reports, incarnation=1)
+    succeeded = run({t: "success" for t in EXPECTED.values()}, reports, incarnation=1)
+    assert deferred.verdict is Verdict.ALL_READY and deferred.ready_set(1) == succeeded.ready_set(1)
+
+
+@pytest.mark.parametrize(
+    "stored,unverified",
+    [
+        (None, None),  # not stored yet
+        (report("apac", incarnation=0), None),  # a trigger of the earlier incarnation, beaten by a clear
+        (report("apac", incarnation=1), "source 'apac', attempt tok-apac: the attempt did not succeed (running)"),
+        ({"source": "apac"}, None),  # unreadable
+        (report("apac", incarnation=2), None),  # newer than this wait
+    ],
+)
+def test_a_deferred_tasks_report_that_cannot_count_yet_leaves_it_waiting_never_failed(stored, unverified):
+    """Only the task's end judges a report it has not ended with: while deferred, anything less than
+    a verified report of this incarnation is 'missing', not corrupt or unverifiable."""
+    states = {"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "deferred"}
+    reports = {"deploy_eu": report("eu", 1), "deploy_us": report("us", 1), "deploy_apac": stored}
+    ev = run(states, reports, incarnation=1, unverified={"apac": unverified} if unverified else None)
+    assert ev.verdict is Verdict.WAITING and ev.missing == ("apac",), ev
+    # The same report on a task in any other unfinished state does not count either.
+    for state in ("running", "queued", "up_for_retry", "scheduled", None):
+        other = run({**states, "deploy_apac": state}, {**reports, "deploy_apac": report("apac", 1)}, incarnation=1)
+        assert other.verdict is Verdict.WAITING and other.missing == ("apac",), (state, other)
+
+
 def test_report_from_a_newer_incarnation_is_a_contradiction():
     states = {t: "success" for t in EXPECTED.values()}
     reports = {t: report(s, incarnation=2) for s, t in EXPECTED.items()}

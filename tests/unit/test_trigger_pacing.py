@@ -257,3 +257,49 @@ def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_
     assert isinstance(event, TaskSuccessEvent) and event.xcoms["return_value"]["sources"]["a"]["token"] == "tok"
     assert ended_at < 6.0, f"ended at {ended_at:.1f}s; API calls at {calls}"
     assert len(calls) <= 8, f"API calls at {calls}"
+
+
+def test_the_ready_trigger_ends_on_a_report_stored_while_the_deploy_task_is_still_deferred(tmp_path):
+    """Issue 16: the deploy trigger stores its report at 3.7 s and ends its task a beat later (the
+    task stays 'deferred' here for good). The ready trigger must end on the stored report, with the
+    same ready set, without waiting for the task's success; and it reads no XCom of a deferred
+    task whose driver has not ended."""
+    from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
+
+    storage = StateStorage.from_url(str(tmp_path))
+    relative = f"{attempt_dir(DAG, RUN, 'd_a', -1, 'tok')}/{LEDGER_FILE}"
+    running = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1, heartbeat_at=2)
+    done = Ledger(token="tok", status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=f"file://{tmp_path}/out", rows=5)
+    storage.write_atomic(relative, running.to_json())
+    start = time.monotonic()
+    xcom_reads = []
+
+    def task_states(**kwargs):
+        return {RUN: {"d_a": "deferred"}}
+
+    def stored_report(**kwargs):
+        at = time.monotonic() - start
+        xcom_reads.append(at)
+        return {**done.result(), "source": "a", "task_id": "d_a", "incarnation": 0} if at >= 3.7 else None
+
+    trigger = ReadyToCloseTrigger(dag_id=DAG, run_id=RUN, sources={"a": "d_a"}, incarnation=0, deadline=4e9,
+                                  poll_interval=60, state_root=str(tmp_path))
+
+    async def main():
+        async def finish_later():
+            await asyncio.sleep(3.5)
+            storage.write_atomic(relative, done.to_json())
+
+        finisher = asyncio.ensure_future(finish_later())
+        async for event in trigger.run():
+            await finisher
+            return event, time.monotonic() - start
+
+    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=task_states), \
+         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=stored_report):
+        event, ended_at = asyncio.run(asyncio.wait_for(main(), 30))
+    assert isinstance(event, TaskSuccessEvent) and event.xcoms["return_value"]["sources"]["a"]["token"] == "tok"
+    assert min(xcom_reads) >= 3.5, f"read the XCom of a deferred task whose driver had not ended: {xcom_reads}"
+    # Noticed within a watch tick, then asked every chase step until the report is there (without
+    # the rule the task never ends here, and the wait runs into the 30 s bound).
+    assert ended_at < 10.0, f"ended at {ended_at:.2f}s; XCom reads at {xcom_reads}"
