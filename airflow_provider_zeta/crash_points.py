@@ -15,8 +15,9 @@ Theory of operation
 
     Armed with a hold (the file's text ``<key> hold=<seconds>``), the caller stops at the point for
     that long instead — everything else in the component runs on, the other triggers and the
-    runner's hand-overs included — and then kills its component: what other triggers did meanwhile
-    reaches the database, the caller's next step never does.
+    runner's hand-overs included — or until a file ``<name>.release`` appears beside it, and then
+    kills its component: what other triggers did meanwhile reaches the database, the caller's next
+    step never does. An unreadable hold counts as none.
 
 What it does not do
     Anything in production: without ``ZETA_CRASH_POINTS`` a call costs one environment lookup.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 ENV_VAR = "ZETA_CRASH_POINTS"
@@ -58,7 +60,10 @@ def _take(name: str, key: str) -> float | None:
     hold = 0.0
     for option in options:
         if option.startswith("hold="):
-            hold = float(option.removeprefix("hold="))
+            try:
+                hold = max(0.0, float(option.removeprefix("hold=")))
+            except ValueError:
+                hold = 0.0
     return hold
 
 
@@ -77,8 +82,12 @@ async def crash_when_armed(name: str, key: str) -> None:
     if hold is None:
         return
     if hold > 0:
-        print(f"[zeta] crash point {name} armed: holding {hold:g} s, then killing this component", flush=True)
-        await asyncio.sleep(hold)
+        print(f"[zeta] crash point {name} armed: holding {hold:g} s (or until released), then killing this component", flush=True)
+        release = Path(os.environ[ENV_VAR]) / f"{name}.release"
+        until = time.monotonic() + hold
+        while time.monotonic() < until and not release.exists():
+            await asyncio.sleep(0.1)
+        release.unlink(missing_ok=True)
         _kill_component()
         return  # only where _kill_component is replaced (unit tests)
     print(f"[zeta] crash point {name} armed: killing this component", flush=True)

@@ -17,9 +17,10 @@ How it works
       names, to verify it (``core.ready.attempt_problem``). It remembers the reports it read, so a
       poll costs one task-state call plus one XCom and one ledger read per source that finished
       since the previous poll; a source seen in any other state is forgotten (a rerun wipes its
-      XComs). A source still ``deferred`` whose driver ended (the cheap look below) has its report
-      read as well, at every look, unremembered: its trigger stores it a beat before the task
-      ends (``core.ready.REPORTED_WHILE_DEFERRED``). ``ended_drivers`` is its cheap look: which drivers of the sources not yet reported
+      XComs). A source still ``deferred`` whose driver the trigger saw end (the cheap look below)
+      has its stored report and its latest deferral mark read as well, at every look, unremembered:
+      its trigger stores the report a beat before the task ends
+      (``core.ready.REPORTED_WHILE_DEFERRED``). ``ended_drivers`` is its cheap look: which drivers of the sources not yet reported
       have a terminal ledger (a directory listing and a stat per attempt, a ledger read only when
       its file changed; local state roots only), so the trigger calls the API soon after a driver
       ends instead of on a blind backoff (``core.pacing``).
@@ -47,7 +48,8 @@ from typing import Any, Mapping
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
-from airflow_provider_zeta.core.ready import REPORTED_WHILE_DEFERRED, Evaluation, attempt_problem, evaluate, parse_report
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM
+from airflow_provider_zeta.core.ready import REPORTED_WHILE_DEFERRED, Evaluation, StoredWhileDeferred, attempt_problem, evaluate, parse_report
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.storage import StateStorage, stat_signature
 
@@ -96,6 +98,7 @@ class RunObserver:
         self._unverified: dict[str, str] = {}
         self._storage: StateStorage | None = None
         self._ledger_ends: dict[str, tuple[Any, bool]] = {}  # ledger path -> (stat signature, terminal?)
+        self.unreported = len(self.expected)  # sources the last ended_drivers listed
 
     def verified_reports(self, limit: int = 0) -> dict[str, Any]:
         """Task id -> report of sources read and verified so far, for the trigger's kwargs.
@@ -138,14 +141,18 @@ class RunObserver:
     def ended_drivers(self) -> frozenset[tuple[str, str]] | None:
         """(task id, token) of every terminal ledger of the sources not yet seen reported; ``None``
         when the state root is not local. Reads the local files directly (``os``), not through
-        fsspec: it runs every second, and only a changed ledger (its stat) is read again."""
+        fsspec: it runs every half second or so (``core.pacing.listing_interval``), and only a
+        changed ledger (its stat) is read again. ``unreported`` is then how many sources it
+        listed."""
         if not self.ledgers_watchable():
             return None
         assert self._storage is not None
         ended: set[tuple[str, str]] = set()
+        self.unreported = 0
         for source, task_id in self.expected.items():
             if task_id in self._reports and source not in self._unverified:
                 continue
+            self.unreported += 1
             base = self._storage.local_path(task_attempts_dir(self.dag_id, self.run_id, task_id, -1))
             assert base is not None
             try:
@@ -173,11 +180,12 @@ class RunObserver:
         return ledger is not None and ledger.status.terminal
 
     def observe(self, incarnation: int, deadline: float, ended: frozenset[tuple[str, str]] | None = None) -> Evaluation:
-        """Read and evaluate the run. ``ended``: (task id, token) of the terminal ledgers the cheap
-        look saw (``ended_drivers``); the report of such a task that is still ``deferred`` is read
-        too (``core.ready.REPORTED_WHILE_DEFERRED``: its trigger may have stored it a beat before
-        the task ends). Such a report is read again at every look until its task is ``success``:
-        it is not remembered, so a clear in between cannot leave a report the task no longer has."""
+        """Read and evaluate the run. ``ended``: (task id, token) of the ledgers the trigger saw turn
+        terminal (``ended_drivers``); the stored report and the latest deferral mark of such a task
+        that is still ``deferred`` are read too (``core.ready.REPORTED_WHILE_DEFERRED``: its trigger
+        stores the report a beat before the task ends). They are read again at every look until
+        the task is ``success``: not remembered, so a clear in between cannot leave a report the
+        task no longer has."""
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
         from airflow.sdk.execution_time.xcom import XCom
 
@@ -185,14 +193,17 @@ class RunObserver:
             dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id]
         )
         states = dict(states_by_run.get(self.run_id, {}))
-        ended_tasks = {task_id for task_id, _ in ended or ()}
-        early: dict[str, Any] = {}  # task id -> report stored while its task is still deferred
+        ended_tokens: dict[str, set[str]] = {}
+        for task_id, token in ended or ():
+            ended_tokens.setdefault(task_id, set()).add(token)
+        early: dict[str, StoredWhileDeferred] = {}  # task id -> its report stored while it is deferred
         early_unverified: dict[str, str] = {}
         for source, task_id in self.expected.items():
-            if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tasks:
+            if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tokens:
                 raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
                 if raw is not None:
-                    early[task_id] = raw
+                    mark = XCom.get_one(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                    early[task_id] = StoredWhileDeferred(raw, mark, frozenset(ended_tokens[task_id]))
                     problem = self._ledger_problem(source, task_id, raw)
                     if problem:
                         early_unverified[source] = problem
@@ -213,7 +224,7 @@ class RunObserver:
             else:
                 self._unverified.pop(source, None)
         return evaluate(
-            self.expected, states, {**self._reports, **early}, incarnation, time.time(), deadline, {**self._unverified, **early_unverified}
+            self.expected, states, self._reports, incarnation, time.time(), deadline, {**self._unverified, **early_unverified}, early
         )
 
 

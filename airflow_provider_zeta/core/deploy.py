@@ -81,6 +81,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
 
+from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.ledger import (
     STOPPED_AFTER_FACTOR,
     AttemptRecord,
@@ -751,10 +752,16 @@ def trigger_may_end_task(
     )
 
 
-def success_report(result: dict[str, Any], source: str, task_id: str, incarnation: int) -> dict[str, Any]:
+def success_report(
+    result: dict[str, Any], source: str, task_id: str, incarnation: int, deferral_mark: str | None = None
+) -> dict[str, Any]:
     """The deploy task's return value for a succeeded driver: its source's ready-to-close report
-    (G2), built the same way by the task (``already_succeeded``) and by its trigger."""
-    return {**result, "source": source, "task_id": task_id, "incarnation": incarnation}
+    (G2), built the same way by the task (``already_succeeded``) and by its trigger. The trigger
+    adds the mark of the deferral it stores the report under (``core.events.REPORT_DEFERRAL_FIELD``)."""
+    report = {**result, "source": source, "task_id": task_id, "incarnation": incarnation}
+    if deferral_mark is not None:
+        report[REPORT_DEFERRAL_FIELD] = deferral_mark
+    return report
 
 
 def trigger_should_fire(

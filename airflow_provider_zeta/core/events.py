@@ -40,6 +40,12 @@ TASK_KEY_FIELDS = ("dag_id", "run_id", "task_id", "map_index")
 #: trigger that may end it (``core.deploy.trigger_reports_success``).
 DEPLOY_DEFERRAL_XCOM = "zeta_deploy_deferral"
 
+#: The field of a report stored by a driver trigger (the deploy task's return value) that names
+#: the deferral it was stored under (its ``DEPLOY_DEFERRAL_XCOM`` mark): a ready-to-close wait
+#: counts such a report before the task ends only while that deferral is the task's latest
+#: (``core.ready.REPORTED_WHILE_DEFERRED``), never one a stale trigger stored late.
+REPORT_DEFERRAL_FIELD = "deferral_mark"
+
 #: Seconds between two looks of a trigger at its own task instance's state (one API call each).
 STALE_CHECK_EVERY = 60.0
 

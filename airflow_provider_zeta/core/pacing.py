@@ -98,3 +98,11 @@ class Pacer:
         until the next full look."""
         until_full = max(0.0, self._next_full_at - now)
         return min(self.tick, until_full) if has_signature else until_full
+
+
+def listing_interval(directories: int, fastest: float, per_second: float) -> float:
+    """Seconds between two cheap looks that list ``directories`` directories each: every
+    ``fastest`` seconds, but no more than ``per_second`` directory listings a second on average
+    (on NFS each listing is a round trip; the ready-to-close trigger lists one per unreported
+    source)."""
+    return max(fastest, directories / per_second)

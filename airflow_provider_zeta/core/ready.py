@@ -6,18 +6,23 @@ A source's deploy task reports ready-to-close by *returning* its report (its XCo
 ``return_value``): source, incarnation, attempt token, output path, row count. That is one durable
 write per report, made the moment the source finishes, whatever the number of sources — never a
 rewrite of a growing set. Airflow wipes a task's XComs whenever that task starts afresh (retry,
-clear, orphan reset), so a report that exists belongs to the source's latest run.
+clear, orphan reset), so the report of a task in ``success`` belongs to the source's latest run. (A
+deploy task's driver trigger stores the report a moment before it ends the task; while the task is
+still ``deferred`` its report counts only under the stricter rule of ``REPORTED_WHILE_DEFERRED``.)
 
 The sensor (and its trigger) evaluate the run with ``evaluate``: one read of all source task
-states plus one XCom read per source that finished since the last evaluation. A source counts as
+states plus one XCom read per source that finished since the last evaluation (the trigger also
+reads the stored report of a deferred source whose driver it saw end). A source counts as
 ready when its task is ``success`` and its report is valid and not from a newer incarnation, or —
-one triggerer beat sooner — when its task is still ``deferred`` and its report is already stored,
-valid, of this very incarnation and verified (see ``REPORTED_WHILE_DEFERRED``). A
+one triggerer beat sooner — when its task is still ``deferred`` and its report is already stored
+under the task's latest deferral, of this very incarnation, names an attempt the trigger saw end,
+and is verified (see ``REPORTED_WHILE_DEFERRED``). A
 source whose task ended ``failed``/``upstream_failed`` (no retries left) fails the wait at once,
-naming the source; so does the absolute deadline. A report whose attempt cannot be verified (its
-driver ledger is gone, unreadable, not ``succeeded``, or names another output or row count) also
-fails the wait at once, naming the source and the attempt token: the report exists only because its
-task succeeded, so nothing will change by waiting — only clearing the source runs it again.
+naming the source; so does the absolute deadline. A report of a task in ``success`` whose attempt
+cannot be verified (its driver ledger is gone, unreadable, not ``succeeded``, or names another
+output or row count) also fails the wait at once, naming the source and the attempt token: the
+report exists only because its task succeeded, so nothing will change by waiting — only clearing
+the source runs it again (a deferred task's report that does not verify only leaves it waiting).
 Nothing here does I/O.
 """
 
@@ -30,7 +35,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from airflow_provider_zeta.core.cleanup import state_name
-from airflow_provider_zeta.core.events import event_is_for
+from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD, event_is_for
 from airflow_provider_zeta.core.ledger import CorruptState
 
 #: Task states after which a source will never report in this incarnation.
@@ -41,11 +46,25 @@ SOURCE_FAILED_STATES = frozenset({"failed", "upstream_failed", "skipped", "remov
 #: as the task's return value — durable from that moment (G2) — and then yields ``TaskSuccessEvent``,
 #: which Airflow 3.3 applies at the triggerer's next beat (its runner hands events over once a
 #: second). Waiting for ``success`` would cost the ready-to-close wait that beat, and one more of
-#: its own. Such a report counts only when it names this incarnation and its attempt is verified
-#: (ledger ``succeeded``, same output and rows); anything less leaves the source waiting for its
-#: task to end, and is judged then. Only ``success`` (or a failed state) ends a source's wait
-#: otherwise: a report of a task in any other state may be a leftover that its next start wipes.
+#: its own. Such a report counts only when (``StoredWhileDeferred``) it names this incarnation, it
+#: was stored under the task's latest deferral (its mark, ``core.events.REPORT_DEFERRAL_FIELD``: a
+#: stale trigger that stored late, after a clear and a new deferral, names an older one), its
+#: attempt is one the waiting trigger saw end, and that attempt verifies (ledger ``succeeded``,
+#: same output and rows). Anything less leaves the source waiting for its task to end, and is judged
+#: then. Only ``success`` (or a failed state) ends a source's wait otherwise: a report of a task in
+#: any other state may be a leftover that its next start wipes.
 REPORTED_WHILE_DEFERRED = frozenset({"deferred"})
+
+
+@dataclass(frozen=True)
+class StoredWhileDeferred:
+    """What was read of a source whose task is ``deferred`` and whose driver was seen ending: the
+    report stored as the task's return value (raw), the task's latest deferral mark (its XCom
+    ``core.events.DEPLOY_DEFERRAL_XCOM``), and the attempt tokens seen turning terminal."""
+
+    raw: Any
+    latest_mark: object
+    ended_tokens: frozenset[str]
 
 
 @dataclass(frozen=True)
@@ -209,6 +228,7 @@ def evaluate(
     now: float,
     deadline: float,
     unverified: Mapping[str, str] | None = None,
+    stored_while_deferred: Mapping[str, StoredWhileDeferred] | None = None,
 ) -> Evaluation:
     """Evaluate one run.
 
@@ -220,9 +240,10 @@ def evaluate(
     A report from an older incarnation counts only while its source task is ``success``: the source
     was then not re-run in this incarnation (only downstream tasks were cleared). A source that is
     re-running has had its XComs wiped, and any leftover value is ignored because its state is not
-    ``success``. A source whose task is still ``deferred`` counts as ready when its report is
-    already stored, of this incarnation and verified (``REPORTED_WHILE_DEFERRED``); otherwise it is
-    missing, never corrupt or unverifiable: its task has not ended, and its end decides.
+    ``success``. A source whose task is still ``deferred`` counts as ready when
+    ``stored_while_deferred`` (task id -> what was read) holds a report that may count already
+    (``REPORTED_WHILE_DEFERRED``; ``unverified`` names its problem, if any); otherwise it is missing,
+    never corrupt or unverifiable: its task has not ended, and its end decides.
     """
     unverified = dict(unverified or {})
     if not expected:
@@ -239,7 +260,8 @@ def evaluate(
             failed[source] = str(state_name(state))
             continue
         if state in REPORTED_WHILE_DEFERRED:
-            early = _report_stored_while_deferred(raw, source, task_id, incarnation, source in unverified)
+            stored = (stored_while_deferred or {}).get(task_id)
+            early = None if stored is None else _report_stored_while_deferred(stored, source, task_id, incarnation, source in unverified)
             if early is None:
                 missing.append(source)
             else:
@@ -281,18 +303,24 @@ def evaluate(
     return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(unverifiable))
 
 
-def _report_stored_while_deferred(raw: Any, source: str, task_id: str, incarnation: int, unverified: bool) -> Report | None:
+def _report_stored_while_deferred(stored: StoredWhileDeferred, source: str, task_id: str, incarnation: int, unverified: bool) -> Report | None:
     """The report of a source whose task is still deferred, when it may count already (see
     ``REPORTED_WHILE_DEFERRED``); None: wait for the task to end."""
-    if raw is None or unverified:
+    if stored.raw is None or unverified or not isinstance(stored.raw, Mapping):
+        return None
+    mark = stored.raw.get(REPORT_DEFERRAL_FIELD)
+    # Stored under the task's latest deferral: a trigger that proved itself current, then stored
+    # late — after a clear wiped the task's XComs and a new try deferred — names an older mark.
+    if not isinstance(mark, str) or not mark or mark != stored.latest_mark:
         return None
     try:
-        report = parse_report(raw, source, task_id)
+        report = parse_report(stored.raw, source, task_id)
     except CorruptState:
         return None
-    # Only this incarnation's: a trigger of an earlier one that lost a race with a clear must not
-    # stand in for the source's re-run (that one's trigger stores its own report, or the task ends).
-    return report if report.incarnation == incarnation else None
+    # Only this incarnation's, and only an attempt the waiting trigger saw end.
+    if report.incarnation != incarnation or report.token not in stored.ended_tokens:
+        return None
+    return report
 
 
 def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:

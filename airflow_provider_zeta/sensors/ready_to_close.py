@@ -38,7 +38,9 @@ How it works
 Cost
     The first evaluation of a try reads every finished source once (1 task-state call, one XCom
     and one ledger read per finished source, one task-state-store write per ready source). Each
-    trigger poll: 1 task-state call plus one XCom and one ledger read per *newly* finished source.
+    trigger poll: 1 task-state call plus one XCom and one ledger read per *newly* finished source
+    (and two XCom reads and a ledger read per deferred source whose driver the trigger saw end,
+    until its task succeeds).
     The end: one more task-state call (the final evaluation), no wake.
     See ``docs/benchmarks.md``.
 
@@ -124,8 +126,9 @@ class ReadyToCloseSensor(BaseOperator):
         event = event or {}
         verdict, message = event.get("verdict"), event.get("message")
         if verdict == Verdict.ALL_READY.value and isinstance(event.get("ready_set"), Mapping):
-            # Only a trigger deferred by an earlier version wakes the sensor with "all ready"; the
-            # current one ends the sensor itself.
+            # The trigger ends the sensor itself, except when it cannot prove it is the trigger
+            # this sensor waits on (core.events) or was deferred by an earlier version: then it
+            # wakes the sensor with "all ready" and its ready set.
             return self._trigger_ready_set(context, event)
         if verdict == Verdict.CORRUPT.value:
             # The trigger judges with the incarnation it was deferred with; a source cleared since
@@ -148,8 +151,10 @@ class ReadyToCloseSensor(BaseOperator):
         ).get(ti.run_id, {})
         rerunning = sorted(source for source, task_id in self.sources.items() if states.get(task_id) != "success")
         if rerunning:
-            # Cleared between the trigger's look and this wake: its report is gone; look again.
-            self.log.info("zeta.ready.changed_since_trigger: %s no longer success; evaluating again", rerunning)
+            # Cleared between the trigger's look and this wake (its report is gone), or counted on
+            # a report stored while its task was still deferred (core.ready.REPORTED_WHILE_DEFERRED),
+            # which this worker does not judge: look again.
+            self.log.info("zeta.ready.changed_since_trigger: %s not success now; evaluating again", rerunning)
             return self._evaluate(context)
         ready_set = dict(event["ready_set"])
         store = context["task_state_store"]

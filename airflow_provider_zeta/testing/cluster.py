@@ -622,8 +622,14 @@ class AirflowCluster:
         of ``run_id``; the returned file disappears when one reaches the point and kills its
         component — at once, or after holding there for ``hold`` seconds while the rest runs on."""
         armed = self.crash_points / name
+        (self.crash_points / f"{name}.release").unlink(missing_ok=True)
         armed.write_text(f"{run_id} hold={hold:g}\n" if hold else f"{run_id}\n")
         return armed
+
+    def release_crash_point(self, name: str) -> None:
+        """End the hold of a crash point armed with one (``arm_crash_point``): its caller kills its
+        component now."""
+        (self.crash_points / f"{name}.release").write_text("go\n")
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
         """Send ``sig`` (default ``SIGKILL``) to the component's own PID, like a crash of that process.

@@ -350,7 +350,9 @@ class ZetaDriverTrigger(BaseTrigger):
 
         assert self.report is not None and self.task_key and self._ledger is not None
         key = self.task_key
-        value = success_report(self._ledger.result(), str(self.report["source"]), str(self.report["task_id"]), int(self.report["incarnation"]))
+        value = success_report(
+            self._ledger.result(), str(self.report["source"]), str(self.report["task_id"]), int(self.report["incarnation"]), self.deferral_mark
+        )
         XCom.set(
             key="return_value", value=value, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
         )

@@ -2,17 +2,20 @@
 
 Runs the same evaluation as ``ReadyToCloseSensor`` (``observers.RunObserver`` +
 ``core.ready.evaluate``): soon after a source's driver ends — ``RunObserver.ended_drivers``, taken
-every ``READY_WATCH_TICK`` (0.5 s), shows a new terminal ledger; the API is then asked every
-``READY_CHASE_EVERY`` (0.25 s) for ``READY_CHASE_FOR`` (5 s), while the deploy task that reports
-it ends — and otherwise on a backoff from 1 s up to ``poll_interval`` (``core.pacing``). A source
-whose driver ended and whose task is still deferred has its report read too: its trigger stores
-the report before it ends the task, and such a report counts once it is of this incarnation and
-verified (``core.ready.REPORTED_WHILE_DEFERRED``). So this trigger usually yields in the same
+every ``READY_WATCH_TICK`` (0.5 s; less often beyond 100 unreported sources), shows a new terminal
+ledger; the API is then asked every ``READY_CHASE_EVERY`` (0.25 s) for ``READY_CHASE_FOR`` (5 s),
+while the deploy task that reports it ends — and otherwise on a backoff from 1 s up to
+``poll_interval`` (``core.pacing``). A source whose driver this trigger saw end and whose task is
+still deferred has its stored report and its deploy task's latest deferral mark read too: its
+trigger stores the report before it ends the task, and such a report counts once it was stored
+under that latest deferral, is of this incarnation, and verifies
+(``core.ready.REPORTED_WHILE_DEFERRED``). So this trigger usually yields in the same
 triggerer beat as the last deploy trigger, instead of a beat after the deploy task's success
 (Airflow 3.3's trigger runner hands events over once a second). Its kwargs hold the absolute ``deadline`` and the
 reports the sensor already verified (``verified``), so neither a poll nor a triggerer restart reads those again; a poll costs
 one task-state call plus one XCom and one ledger read per source that finished since the previous
-poll. It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
+poll (and, for a deferred source whose driver it saw end, two XCom reads and a ledger read at each
+look until its task succeeds). It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
 not with changes × sources.
 
 When every source is ready it ends the sensor from here, without a worker:
@@ -32,14 +35,17 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, may_end_task_from_trigger, task_key, trigger_is_stale
-from airflow_provider_zeta.core.pacing import Pacer
+from airflow_provider_zeta.core.pacing import Pacer, listing_interval
 from airflow_provider_zeta.core.ready import Verdict
 from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
 
 #: How often the trigger lists which drivers of its unreported sources ended (a listing and a
-#: stat per unreported source; one trigger per run, not per source).
+#: stat per unreported source; one trigger per run, not per source) ...
 READY_WATCH_TICK = 0.5
+#: ... but no more than this many listings a second on average: every 0.5 s up to 100 unreported
+#: sources, every 5 s at 1000 (on NFS a listing is a round trip).
+READY_LISTINGS_PER_SECOND = 200.0
 #: After a driver of an unreported source ended, the trigger asks Airflow this often for
 #: ``READY_CHASE_FOR`` seconds, then backs off: the driver's trigger stores the report within about
 #: a second (or its task resumes on a worker and returns it a few seconds later). Asking soon lets
@@ -146,16 +152,34 @@ class ReadyToCloseTrigger(BaseTrigger):
             tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=READY_CHASE_EVERY, chase_for=READY_CHASE_FOR
         )
         ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
+        # Those the first listing found ended before this trigger looked: a report of theirs counts
+        # only once its task is success (core.ready.REPORTED_WHILE_DEFERRED wants an attempt seen
+        # ending, and an old terminal ledger of a cleared run must cost no reads at every look).
+        ended_before: set[tuple[str, str]] | None = None
+        listed_at = float("-inf")
 
         async def ended_drivers(known: Any, timeout: float) -> Any:
-            # One trigger per run (not per source): a look every tick is cheap enough; while a
-            # full look is due sooner (the chase), only until then.
-            await asyncio.sleep(min(READY_WATCH_TICK, max(timeout, 0.05)))
+            # One trigger per run (not per source): a listing of the unreported sources every
+            # READY_WATCH_TICK, slower for many (core.pacing.listing_interval); a chase look due
+            # sooner waits only until then and lists nothing.
+            nonlocal ended_before, listed_at
+            interval = listing_interval(observer.unreported, READY_WATCH_TICK, READY_LISTINGS_PER_SECOND)
+            until_listing = listed_at + interval - time.monotonic()
+            if ended_before is not None and until_listing > timeout:
+                await asyncio.sleep(max(timeout, 0.05))
+                return frozenset(ended)
+            await asyncio.sleep(max(until_listing, 0.0))
             found = await asyncio.to_thread(observer.ended_drivers)
+            listed_at = time.monotonic()
             if found is None:
                 return None
+            if ended_before is None:
+                ended_before = set(found)
             ended.update(found)
             return frozenset(ended)
+
+        def seen_ending() -> frozenset[tuple[str, str]]:
+            return frozenset(ended - (ended_before or set()))
 
         cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
         try:
@@ -167,11 +191,11 @@ class ReadyToCloseTrigger(BaseTrigger):
         next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
-            evaluation = await observe(self.incarnation, self.deadline, frozenset(ended))
+            evaluation = await observe(self.incarnation, self.deadline, seen_ending())
             if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
                 await sleep_until(self.not_before)
                 # A source may have been cleared meanwhile (alone: its downstream not with it).
-                evaluation = await observe(self.incarnation, self.deadline, frozenset(ended))
+                evaluation = await observe(self.incarnation, self.deadline, seen_ending())
             change = evaluation.progress_from(previous)
             if change is not None:
                 self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)

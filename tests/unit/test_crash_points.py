@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 from airflow_provider_zeta import crash_points
 
@@ -46,7 +47,7 @@ def test_nothing_fires_without_the_environment_or_the_file(tmp_path, monkeypatch
 
 def test_a_point_armed_with_a_hold_stops_its_caller_while_the_loop_runs_on_then_fires(tmp_path, monkeypatch):
     monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
-    (tmp_path / "some.point").write_text("run-1 hold=0.3\n")
+    (tmp_path / "some.point").write_text("run-1 hold=2\n")
     order: list[str] = []
     monkeypatch.setattr(crash_points, "_kill_component", lambda: order.append("killed"))
 
@@ -56,7 +57,7 @@ def test_a_point_armed_with_a_hold_stops_its_caller_while_the_loop_runs_on_then_
 
     async def other_trigger():
         for _ in range(3):
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(0.01)
             order.append("other ran")
 
     async def main():
@@ -65,3 +66,31 @@ def test_a_point_armed_with_a_hold_stops_its_caller_while_the_loop_runs_on_then_
     asyncio.run(main())
     assert order == ["other ran"] * 3 + ["killed", "caller went on"]
     assert not (tmp_path / "some.point").exists()
+
+
+def test_a_held_point_fires_when_released_and_an_unreadable_hold_counts_as_none(tmp_path, monkeypatch):
+    monkeypatch.setenv(crash_points.ENV_VAR, str(tmp_path))
+    kills: list[float] = []
+    monkeypatch.setattr(crash_points, "_kill_component", lambda: kills.append(time.monotonic()))
+
+    async def release_soon():
+        await asyncio.sleep(0.2)
+        (tmp_path / "some.point.release").write_text("go")
+
+    async def main():
+        (tmp_path / "some.point").write_text("run-1 hold=600\n")
+        start = time.monotonic()
+        await asyncio.gather(crash_points.crash_when_armed("some.point", "run-1"), release_soon())
+        return start
+
+    start = asyncio.run(main())
+    assert len(kills) == 1 and kills[0] - start < 60, "the release ended the hold"
+    assert not (tmp_path / "some.point.release").exists()
+
+    async def unreadable():
+        (tmp_path / "some.point").write_text("run-1 hold=soon\n")
+        await crash_points.crash_when_armed("some.point", "run-1")  # fires like an unheld point
+        await asyncio.sleep(0)
+
+    asyncio.run(unreadable())
+    assert len(kills) == 2

@@ -490,6 +490,8 @@ def test_the_success_report_is_the_ledgers_result_with_the_source():
         "token": "tok-a", "output_path": "/out", "rows": 3, "spark_app_id": "app-1", "metrics": {},
         "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 2,
     }
+    # Stored by the driver trigger: the deferral it was stored under, too (core.ready reads it).
+    assert success_report(led.result(), "alpha", "p.deploy_alpha", 2, "m1")["deferral_mark"] == "m1"
 
 
 def test_only_a_deferral_on_the_tasks_own_driver_and_nothing_left_for_the_worker_may_be_ended_by_its_trigger():

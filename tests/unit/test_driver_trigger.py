@@ -258,7 +258,7 @@ async def _first_event(trigger, timeout=5.0):
 
 def test_a_succeeded_driver_ends_its_task_from_the_triggerer_with_its_report(tmp_path, monkeypatch):
     """Issue 16: no worker resumes for a succeeded driver. The report is stored first (the task's
-    return value), then the event that ends the task."""
+    return value, naming the deferral it was stored under), then the event that ends the task."""
     from airflow.triggers.base import TaskSuccessEvent
 
     _succeeded(tmp_path)
@@ -269,7 +269,7 @@ def test_a_succeeded_driver_ends_its_task_from_the_triggerer_with_its_report(tmp
         (
             "return_value",
             {"token": "tok", "output_path": "/out", "rows": 7, "spark_app_id": None, "metrics": {},
-             "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0},
+             "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0, "deferral_mark": "m1"},
             {"dag_id": "pipeline", "task_id": "p.deploy_alpha", "run_id": "run_a", "map_index": -1},
         )
     ]

@@ -19,6 +19,7 @@ from airflow_provider_zeta.core.publish import (
     partition_key,
 )
 from airflow_provider_zeta.core.ready import (
+    StoredWhileDeferred,
     Verdict,
     attempt_problem,
     evaluate,
@@ -99,37 +100,74 @@ def test_report_from_an_older_incarnation_is_ignored_while_its_source_reruns():
     assert ev.verdict is Verdict.WAITING and ev.missing == ("eu",)
 
 
+MARK = "mark-2"  # the deploy task's latest deferral (its XCom zeta_deploy_deferral)
+
+
+def stored(report_value, latest_mark=MARK, ended=("tok-apac",)):
+    """What the trigger read of deploy_apac, still deferred: its stored report under MARK."""
+    raw = report_value if not isinstance(report_value, dict) or "source" not in report_value else {**report_value, "deferral_mark": MARK}
+    return {"deploy_apac": StoredWhileDeferred(raw, latest_mark, frozenset(ended))}
+
+
+def run_deferred(early, incarnation=1, unverified=None):
+    states = {"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "deferred"}
+    reports = {"deploy_eu": report("eu", 1), "deploy_us": report("us", 1)}
+    return evaluate(EXPECTED, states, reports, incarnation, NOW, DEADLINE, unverified, early)
+
+
 def test_a_report_stored_while_its_task_is_still_deferred_counts_a_beat_early():
     """Issue 16: the driver trigger stores the report, then ends its task with TaskSuccessEvent,
     which Airflow applies at the triggerer's next beat. The stored report of this incarnation,
-    verified, already counts; the ready set is the same as after the task's success."""
+    under the task's latest deferral, of an attempt seen ending, verified, already counts; the
+    ready set is the same as after the task's success."""
+    early = run_deferred(stored(report("apac", 1)))
     reports = {t: report(s, incarnation=1) for s, t in EXPECTED.items()}
-    deferred = run({"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "deferred"}, reports, incarnation=1)
     succeeded = run({t: "success" for t in EXPECTED.values()}, reports, incarnation=1)
-    assert deferred.verdict is Verdict.ALL_READY and deferred.ready_set(1) == succeeded.ready_set(1)
+    assert early.verdict is Verdict.ALL_READY and early.ready_set(1) == succeeded.ready_set(1)
+
+
+def test_a_stale_triggers_late_report_never_counts_for_a_cleared_source():
+    """The race the deferral mark closes: deploy_apac's trigger (incarnation 1, deferral mark-1)
+    proves itself current, then its store lands late — after the user cleared deploy_apac alone
+    (the run's clear number 1 -> 2, this sensor still at 1), the clear's start wiped the XComs and
+    the new try deferred with mark-2 on a new attempt. The slot holds the old attempt's report of
+    incarnation 1, verified (that attempt did succeed). It must not count: the user asked for a
+    re-run."""
+    late = {**report("apac", 1, token="tok-old"), "deferral_mark": "mark-1"}
+    early = {"deploy_apac": StoredWhileDeferred(late, "mark-2", frozenset({"tok-old", "tok-new"}))}
+    ev = run_deferred(early, incarnation=1)
+    assert ev.verdict is Verdict.WAITING and ev.missing == ("apac",), ev
 
 
 @pytest.mark.parametrize(
-    "stored,unverified",
+    "early,unverified",
     [
-        (None, None),  # not stored yet
-        (report("apac", incarnation=0), None),  # a trigger of the earlier incarnation, beaten by a clear
-        (report("apac", incarnation=1), "source 'apac', attempt tok-apac: the attempt did not succeed (running)"),
-        ({"source": "apac"}, None),  # unreadable
-        (report("apac", incarnation=2), None),  # newer than this wait
+        ({}, None),  # not stored yet (nothing read)
+        (stored(None), None),  # read, not stored yet
+        (stored(report("apac", incarnation=0)), None),  # of an earlier incarnation
+        (stored(report("apac", 1), latest_mark=None), None),  # the deferral mark unreadable
+        (stored(report("apac", 1), latest_mark="mark-3"), None),  # the task deferred again since
+        (stored(report("apac", 1), ended=("tok-other",)), None),  # an attempt not seen ending
+        ({"deploy_apac": StoredWhileDeferred(report("apac", 1), MARK, frozenset({"tok-apac"}))}, None),  # stored by a task, no mark
+        (stored(report("apac", 1)), "source 'apac', attempt tok-apac: the attempt did not succeed (running)"),
+        (stored({"source": "apac"}), None),  # unreadable
+        (stored(report("apac", incarnation=2)), None),  # newer than this wait
     ],
 )
-def test_a_deferred_tasks_report_that_cannot_count_yet_leaves_it_waiting_never_failed(stored, unverified):
+def test_a_deferred_tasks_report_that_cannot_count_yet_leaves_it_waiting_never_failed(early, unverified):
     """Only the task's end judges a report it has not ended with: while deferred, anything less than
-    a verified report of this incarnation is 'missing', not corrupt or unverifiable."""
-    states = {"deploy_eu": "success", "deploy_us": "success", "deploy_apac": "deferred"}
-    reports = {"deploy_eu": report("eu", 1), "deploy_us": report("us", 1), "deploy_apac": stored}
-    ev = run(states, reports, incarnation=1, unverified={"apac": unverified} if unverified else None)
+    all of the rule is 'missing', not corrupt or unverifiable."""
+    ev = run_deferred(early, incarnation=1, unverified={"apac": unverified} if unverified else None)
     assert ev.verdict is Verdict.WAITING and ev.missing == ("apac",), ev
-    # The same report on a task in any other unfinished state does not count either.
+
+
+def test_a_report_read_early_counts_only_while_its_task_is_deferred():
+    early = stored(report("apac", 1))
     for state in ("running", "queued", "up_for_retry", "scheduled", None):
-        other = run({**states, "deploy_apac": state}, {**reports, "deploy_apac": report("apac", 1)}, incarnation=1)
-        assert other.verdict is Verdict.WAITING and other.missing == ("apac",), (state, other)
+        states = {"deploy_eu": "success", "deploy_us": "success", "deploy_apac": state}
+        reports = {"deploy_eu": report("eu", 1), "deploy_us": report("us", 1)}
+        ev = evaluate(EXPECTED, states, reports, 1, NOW, DEADLINE, None, early)
+        assert ev.verdict is Verdict.WAITING and ev.missing == ("apac",), (state, ev)
 
 
 def test_report_from_a_newer_incarnation_is_a_contradiction():

@@ -129,7 +129,7 @@ def observe_always(monkeypatch, evaluation) -> None:
         def __init__(self, *args, **kwargs):
             pass
 
-        def observe(self, incarnation, deadline):
+        def observe(self, incarnation, deadline, ended=None):
             return evaluation
 
         def ledgers_watchable(self):

@@ -280,7 +280,9 @@ def test_the_ready_trigger_ends_on_a_report_stored_while_the_deploy_task_is_stil
     def stored_report(**kwargs):
         at = time.monotonic() - start
         xcom_reads.append(at)
-        return {**done.result(), "source": "a", "task_id": "d_a", "incarnation": 0} if at >= 3.7 else None
+        if kwargs["key"] == "zeta_deploy_deferral":
+            return "m1"
+        return {**done.result(), "source": "a", "task_id": "d_a", "incarnation": 0, "deferral_mark": "m1"} if at >= 3.7 else None
 
     trigger = ReadyToCloseTrigger(dag_id=DAG, run_id=RUN, sources={"a": "d_a"}, incarnation=0, deadline=4e9,
                                   poll_interval=60, state_root=str(tmp_path))
@@ -303,3 +305,36 @@ def test_the_ready_trigger_ends_on_a_report_stored_while_the_deploy_task_is_stil
     # Noticed within a watch tick, then asked every chase step until the report is there (without
     # the rule the task never ends here, and the wait runs into the 30 s bound).
     assert ended_at < 10.0, f"ended at {ended_at:.2f}s; XCom reads at {xcom_reads}"
+
+
+def test_the_ready_trigger_reads_no_report_of_a_deferred_task_whose_ledgers_ended_before_it_looked(tmp_path):
+    """A cleared run: deploy d_a re-runs (deferred), its earlier attempt's ledger is terminal from
+    before the trigger started. That ledger is no sign of a report: no XCom read of d_a at each look
+    (at 1000 sources that would be 1000 reads a look), only the task-state calls."""
+    from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
+
+    storage = StateStorage.from_url(str(tmp_path))
+    old = Ledger(token="old", status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=f"file://{tmp_path}/o", rows=5)
+    storage.write_atomic(f"{attempt_dir(DAG, RUN, 'd_a', -1, 'old')}/{LEDGER_FILE}", old.to_json())
+    calls = {"states": 0, "xcom": 0}
+
+    def task_states(**kwargs):
+        calls["states"] += 1
+        return {RUN: {"d_a": "deferred"}}
+
+    def xcom(**kwargs):
+        calls["xcom"] += 1
+        return None
+
+    trigger = ReadyToCloseTrigger(dag_id=DAG, run_id=RUN, sources={"a": "d_a"}, incarnation=1, deadline=4e9,
+                                  poll_interval=0.5, state_root=str(tmp_path))
+
+    async def main():
+        async for event in trigger.run():
+            return event
+
+    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=task_states), \
+         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=xcom):
+        with pytest.raises(asyncio.TimeoutError):
+            asyncio.run(asyncio.wait_for(main(), 3))
+    assert calls["states"] >= 3 and calls["xcom"] == 0, calls
