@@ -48,8 +48,16 @@ from typing import Any, Mapping
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
-from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM
-from airflow_provider_zeta.core.ready import REPORTED_WHILE_DEFERRED, Evaluation, StoredWhileDeferred, attempt_problem, evaluate, parse_report
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, REPORT_DEFERRAL_FIELD
+from airflow_provider_zeta.core.ready import (
+    REPORTED_WHILE_DEFERRED,
+    Evaluation,
+    StoredWhileDeferred,
+    attempt_problem,
+    evaluate,
+    parse_report,
+    stale_store_problem,
+)
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.storage import StateStorage, stat_signature
 
@@ -99,6 +107,10 @@ class RunObserver:
         self._storage: StateStorage | None = None
         self._ledger_ends: dict[str, tuple[Any, bool]] = {}  # ledger path -> (stat signature, terminal?)
         self.unreported = len(self.expected)  # sources the last ended_drivers listed
+        # (task id, token) of the ledgers ended_drivers saw turn terminal: first seen running (or
+        # not written yet), later terminal. A ledger already terminal when first seen (a driver
+        # that ended before this observer looked, a cleared run's earlier attempt) is not in it.
+        self.seen_ending: set[tuple[str, str]] = set()
 
     def verified_reports(self, limit: int = 0) -> dict[str, Any]:
         """Task id -> report of sources read and verified so far, for the trigger's kwargs.
@@ -131,6 +143,20 @@ class RunObserver:
             ledger = error
         return attempt_problem(report, ledger)
 
+    def _stale_store_problem(self, source: str, task_id: str, raw: Any) -> str | None:
+        """``core.ready.stale_store_problem`` for a report of a task in ``success``: its deferral
+        mark against the task's latest (read only for a report that names one)."""
+        if not isinstance(raw, Mapping) or raw.get(REPORT_DEFERRAL_FIELD) is None:
+            return None
+        try:
+            report = parse_report(raw, source, task_id)
+        except CorruptState:
+            return None  # evaluate() reports it as corrupt
+        from airflow.sdk.execution_time.xcom import XCom
+
+        latest = XCom.get_one(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+        return stale_store_problem(report, raw, latest)
+
     def ledgers_watchable(self) -> bool:
         """Whether ``ended_drivers`` can look: the state root is local (NFS included); on an object
         store a listing per source would be an HTTP request each."""
@@ -140,7 +166,7 @@ class RunObserver:
 
     def ended_drivers(self) -> frozenset[tuple[str, str]] | None:
         """(task id, token) of every terminal ledger of the sources not yet seen reported; ``None``
-        when the state root is not local. Reads the local files directly (``os``), not through
+        when the state root is not local. Those it saw turn terminal go to ``seen_ending``. Reads the local files directly (``os``), not through
         fsspec: it runs every half second or so (``core.pacing.listing_interval``), and only a
         changed ledger (its stat) is read again. ``unreported`` is then how many sources it
         listed."""
@@ -164,8 +190,11 @@ class RunObserver:
                 signature = stat_signature(path)
                 known = self._ledger_ends.get(path)
                 if known is None or known[0] != signature:
+                    was_terminal = None if known is None else known[1]
                     known = (signature, self._ledger_terminal(path, token))
                     self._ledger_ends[path] = known
+                    if was_terminal is False and known[1]:
+                        self.seen_ending.add((task_id, token))
                 if known[1]:
                     ended.add((task_id, token))
         return frozenset(ended)
@@ -181,8 +210,8 @@ class RunObserver:
 
     def observe(self, incarnation: int, deadline: float, ended: frozenset[tuple[str, str]] | None = None) -> Evaluation:
         """Read and evaluate the run. ``ended``: (task id, token) of the ledgers the trigger saw turn
-        terminal (``ended_drivers``); the stored report and the latest deferral mark of such a task
-        that is still ``deferred`` are read too (``core.ready.REPORTED_WHILE_DEFERRED``: its trigger
+        terminal (``seen_ending``); the stored report of such a task that is still ``deferred`` (and,
+        when there is one, the task's latest deferral mark) is read too (``core.ready.REPORTED_WHILE_DEFERRED``: its trigger
         stores the report a beat before the task ends). They are read again at every look until
         the task is ``success``: not remembered, so a clear in between cannot leave a report the
         task no longer has."""
@@ -218,7 +247,7 @@ class RunObserver:
             if raw is None:
                 continue
             self._reports[task_id] = raw
-            problem = self._ledger_problem(source, task_id, raw)
+            problem = self._stale_store_problem(source, task_id, raw) or self._ledger_problem(source, task_id, raw)
             if problem:
                 self._unverified[source] = problem
             else:

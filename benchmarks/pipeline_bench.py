@@ -168,7 +168,10 @@ def run_once(cluster, dag_id, ds, log, work_seconds, kill=None) -> dict:
     next run starts alone). ``wall_s``: queued → data published, from Airflow's own dates (the
     provider's completed point's end; the last stock task's end), not from this script's polling."""
     started = time.monotonic()
-    run_id = cluster.trigger_run(dag_id, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "work_seconds": work_seconds})
+    # The same work on both sides: no checkpoints while the provider's job works (the stock job
+    # has none; each is a ledger write and a trigger look), the row count known, not counted.
+    conf = {"launch_log": str(log), "work_seconds": work_seconds, "checkpoint_seconds": 0}
+    run_id = cluster.trigger_run(dag_id, f"{ds}T00:00:00Z", conf=conf)
     resume = None
     if kill is not None:
         cluster.wait_for(lambda: len({e["source"] for e in starts(log)}) == 3, 600, "three jobs running", interval=1)

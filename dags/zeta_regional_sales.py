@@ -53,6 +53,7 @@ with DAG(
         job_params={
             "launch_log": "{{ dag_run.conf.get('launch_log', '') }}",
             "work_seconds": "{{ dag_run.conf.get('work_seconds', params.work_seconds) }}",
+            "checkpoint_seconds": "{{ dag_run.conf.get('checkpoint_seconds', 1) }}",
         },
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m"},
         deploy_kwargs={"retries": 3, "retry_delay": timedelta(seconds=5)},

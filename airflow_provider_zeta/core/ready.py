@@ -6,9 +6,12 @@ A source's deploy task reports ready-to-close by *returning* its report (its XCo
 ``return_value``): source, incarnation, attempt token, output path, row count. That is one durable
 write per report, made the moment the source finishes, whatever the number of sources — never a
 rewrite of a growing set. Airflow wipes a task's XComs whenever that task starts afresh (retry,
-clear, orphan reset), so the report of a task in ``success`` belongs to the source's latest run. (A
-deploy task's driver trigger stores the report a moment before it ends the task; while the task is
-still ``deferred`` its report counts only under the stricter rule of ``REPORTED_WHILE_DEFERRED``.)
+clear, orphan reset: the new try deletes the keys present when it starts), so the report of a task
+in ``success`` belongs to the source's latest run — unless a driver trigger of an earlier try,
+current when it checked, stored its report after that start: such a report names an earlier
+deferral and is refused (``stale_store_problem``). (A deploy task's driver trigger stores the
+report a moment before it ends the task; while the task is still ``deferred`` its report counts
+only under the stricter rule of ``REPORTED_WHILE_DEFERRED``.)
 
 The sensor (and its trigger) evaluate the run with ``evaluate``: one read of all source task
 states plus one XCom read per source that finished since the last evaluation (the trigger also
@@ -220,6 +223,23 @@ def attempt_problem(report: Report, ledger: Any) -> str | None:
     return None
 
 
+def stale_store_problem(report: Report, raw: Any, latest_mark: object) -> str | None:
+    """Why a report of a task in ``success`` is not that task's (None when it may be): a report a
+    driver trigger stored names the deferral it was stored under (``REPORT_DEFERRAL_FIELD``), and
+    that deferral must be the task's latest. A trigger that proved itself current and then stored
+    so late that the task had meanwhile been cleared, run again and succeeded overwrote the new
+    try's report with its own: waiting cannot bring the new one back. A report without a mark (the
+    task returned it itself) has nothing to check."""
+    mark = raw.get(REPORT_DEFERRAL_FIELD) if isinstance(raw, Mapping) else None
+    if mark is None or mark == latest_mark:
+        return None
+    return (
+        f"source {report.source!r}, attempt {report.token}: the report was stored by the trigger of an "
+        "earlier deferral of its task, after the task was run again (a late write over the new try's "
+        "report) — clear the source's deploy task to run it again"
+    )
+
+
 def evaluate(
     expected: Mapping[str, str],
     task_states: Mapping[str, str | None],
@@ -310,7 +330,7 @@ def _report_stored_while_deferred(stored: StoredWhileDeferred, source: str, task
         return None
     mark = stored.raw.get(REPORT_DEFERRAL_FIELD)
     # Stored under the task's latest deferral: a trigger that proved itself current, then stored
-    # late — after a clear wiped the task's XComs and a new try deferred — names an older mark.
+    # late — after a clear and a new try that deferred — names an older mark.
     if not isinstance(mark, str) or not mark or mark != stored.latest_mark:
         return None
     try:

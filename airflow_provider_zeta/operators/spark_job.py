@@ -183,7 +183,8 @@ class ZetaSparkJobOperator(BaseOperator):
         (deferring there is refused at runtime).
 
     The return value (XCom) is the source's ready-to-close report: ``source``, ``task_id``,
-    ``incarnation``, ``token``, ``output_path``, ``rows``, ``spark_app_id``, ``metrics``.
+    ``incarnation``, ``token``, ``output_path``, ``rows``, ``spark_app_id``, ``metrics`` (and
+    ``deferral_mark`` when the task's trigger ended it: ``core.events.REPORT_DEFERRAL_FIELD``).
     """
 
     template_fields: Sequence[str] = (

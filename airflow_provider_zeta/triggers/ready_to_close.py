@@ -152,20 +152,16 @@ class ReadyToCloseTrigger(BaseTrigger):
             tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=READY_CHASE_EVERY, chase_for=READY_CHASE_FOR
         )
         ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
-        # Those the first listing found ended before this trigger looked: a report of theirs counts
-        # only once its task is success (core.ready.REPORTED_WHILE_DEFERRED wants an attempt seen
-        # ending, and an old terminal ledger of a cleared run must cost no reads at every look).
-        ended_before: set[tuple[str, str]] | None = None
         listed_at = float("-inf")
 
         async def ended_drivers(known: Any, timeout: float) -> Any:
             # One trigger per run (not per source): a listing of the unreported sources every
             # READY_WATCH_TICK, slower for many (core.pacing.listing_interval); a chase look due
             # sooner waits only until then and lists nothing.
-            nonlocal ended_before, listed_at
+            nonlocal listed_at
             interval = listing_interval(observer.unreported, READY_WATCH_TICK, READY_LISTINGS_PER_SECOND)
             until_listing = listed_at + interval - time.monotonic()
-            if ended_before is not None and until_listing > timeout:
+            if listed_at > float("-inf") and until_listing > timeout:
                 await asyncio.sleep(max(timeout, 0.05))
                 return frozenset(ended)
             await asyncio.sleep(max(until_listing, 0.0))
@@ -173,13 +169,14 @@ class ReadyToCloseTrigger(BaseTrigger):
             listed_at = time.monotonic()
             if found is None:
                 return None
-            if ended_before is None:
-                ended_before = set(found)
             ended.update(found)
             return frozenset(ended)
 
         def seen_ending() -> frozenset[tuple[str, str]]:
-            return frozenset(ended - (ended_before or set()))
+            # Only ledgers seen turning terminal: a report counts before its task's success only
+            # for an attempt seen ending (core.ready.REPORTED_WHILE_DEFERRED), and an old terminal
+            # ledger (a cleared run's earlier attempt) costs no reads at every look.
+            return frozenset(observer.seen_ending)
 
         cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
         try:

@@ -26,6 +26,7 @@ from airflow_provider_zeta.core.ready import (
     parse_ready_set,
     parse_report,
     ready_set_names,
+    stale_store_problem,
     wait_deadline,
 )
 
@@ -168,6 +169,19 @@ def test_a_report_read_early_counts_only_while_its_task_is_deferred():
         reports = {"deploy_eu": report("eu", 1), "deploy_us": report("us", 1)}
         ev = evaluate(EXPECTED, states, reports, 1, NOW, DEADLINE, None, early)
         assert ev.verdict is Verdict.WAITING and ev.missing == ("apac",), (state, ev)
+
+
+def test_a_success_report_stored_late_by_an_earlier_deferrals_trigger_is_refused():
+    """A driver trigger proved itself current, then its store hung until after the task was cleared,
+    ran again and succeeded: the new try's report is overwritten with one naming the old deferral.
+    Waiting cannot bring the new report back; the message names the source and the token."""
+    mine = {**report("eu", 1), "deferral_mark": "m1"}
+    parsed = parse_report(mine, "eu", "deploy_eu")
+    assert stale_store_problem(parsed, mine, "m1") is None
+    assert stale_store_problem(parsed, report("eu", 1), None) is None  # returned by the task: no mark
+    for latest in ("m2", None):  # deferred again since; or the new try never deferred
+        problem = stale_store_problem(parsed, mine, latest)
+        assert problem and "'eu'" in problem and "tok-eu" in problem and "clear" in problem
 
 
 def test_report_from_a_newer_incarnation_is_a_contradiction():

@@ -128,3 +128,30 @@ def test_a_report_whose_ledger_is_gone_fails_the_wait_at_once(tmp_path):
     payload = events[0].payload
     assert payload["verdict"] == "unverifiable_report"
     assert "src0001" in payload["message"] and gone in payload["message"]
+
+
+def test_a_success_report_naming_an_earlier_deferral_fails_the_wait_naming_it(tmp_path):
+    """The observer reads the deferral mark of a report that names one and refuses a report stored
+    late by an earlier deferral's trigger (core.ready.stale_store_problem), as unverifiable."""
+    from airflow_provider_zeta.observers import RunObserver
+
+    root = str(tmp_path)
+    api = FakeApi(root, 2, already=2)
+    late = "pipe.deploy_src0001"
+    api.reports[late] = {**api.reports[late], "deferral_mark": "m1"}
+    marks = {late: "m2"}
+
+    def get_one(**kwargs):
+        if kwargs["key"] == "zeta_deploy_deferral":
+            return marks.get(kwargs["task_id"])
+        return api.get_one(**kwargs)
+
+    observer = RunObserver(DAG, RUN, api.expected, root)
+    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=api.get_task_states), \
+         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=get_one):
+        evaluation = observer.observe(0, 4e9)
+        assert evaluation.verdict.value == "unverifiable_report", evaluation
+        assert "src0001" in evaluation.message and api.reports[late]["token"] in evaluation.message
+        marks[late] = "m1"  # the same report under its own deferral is fine
+        fresh = RunObserver(DAG, RUN, api.expected, root)
+        assert fresh.observe(0, 4e9).verdict.value == "all_ready"

@@ -126,6 +126,8 @@ def observe_always(monkeypatch, evaluation) -> None:
     """The ready trigger's RunObserver replaced by one that always sees ``evaluation``."""
 
     class Observer:
+        seen_ending: set = set()
+
         def __init__(self, *args, **kwargs):
             pass
 

@@ -213,6 +213,8 @@ def test_ended_drivers_lists_terminal_ledgers_of_sources_not_yet_reported(tmp_pa
     ledger = Ledger(token="t2", status=LedgerStatus.SUCCEEDED, started_at=1.0, heartbeat_at=3.0)
     storage.write_atomic(f"{attempt_dir(DAG, RUN, 'd_a', -1, 't2')}/{LEDGER_FILE}", ledger.to_json())
     assert observer.ended_drivers() == {("d_a", "t1"), ("d_a", "t2"), ("d_b", "t3")}
+    # Only t2 was seen turning terminal; t1 and t3 were terminal when first seen.
+    assert observer.seen_ending == {("d_a", "t2")}
     with mock.patch.object(RunObserver, "_ledger_terminal", side_effect=AssertionError("read again")):
         assert len(observer.ended_drivers()) == 3, "an unchanged ledger is not read again"
 
