@@ -47,17 +47,20 @@ SECTIONS = [
   deferred (`docs/operators/ready_to_close.md`, "A beat sooner") and ends its sensor from the
   triggerer in the same beat — Airflow 3.3's trigger runner hands events to the triggerer process
   once a second, and before this change the sensor waited for the deploy task's `success` and
-  went out a beat later (1.00 s in every run of 2026-11-27 10:35; 0.01–0.05 s now, 0.9 s in a run
-  where the two triggers' events miss one beat). The completed point, an ordinary worker task,
+  went out a beat later (1.00 s in every run of 2026-11-27 10:35; 0.01–0.05 s since, and about
+  1 s in the odd run where the two triggers' events fall on either side of a beat). The completed
+  point, an ordinary worker task,
   then publishes after a scheduler loop and a worker start. The stock run's last task ends with
   its spark-submit.
 - **The same work on both sides.** Both jobs start a SparkSession, work 20 s, and write their rows;
   the provider's job also reports them. Until 2026-11-27 14:20 the provider's job checkpointed
   every second while it worked (each checkpoint rewrites the ledger and wakes the driver trigger
   for a look) and counted its rows with `df.count()`, one more Spark job; on a saturated 2-core
-  day that cost its runs 11.7 Spark and 4.3 triggerer CPU-seconds more than the stock runs (next
-  section), and the ratio then was 1.073. The demo still checkpoints every second
-  (`checkpoint_seconds`, a job parameter; the benchmark sets it to 0).
+  day that cost its runs 11.7 Spark and 4.3 triggerer CPU-seconds more than the stock runs, and
+  the ratio then was 1.073; with the same work both sides spend the same CPU (next section). The
+  demo still checkpoints every second (`checkpoint_seconds`, a job parameter; the benchmark sets it
+  to 0). Rounds on this 2-core machine vary by several per cent: read the ratio with the per-round
+  figures and the hop table, which shows what the provider adds (its tail and its launch).
 - Re-done work counts Spark driver-seconds beyond one clean run per source, from the jobs' own
   launch log. The stock operator re-runs a job whose task was reset (scheduler kill) or killed
   (worker kill); the provider re-attaches to the running driver.
