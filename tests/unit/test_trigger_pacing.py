@@ -219,27 +219,22 @@ def test_ended_drivers_lists_terminal_ledgers_of_sources_not_yet_reported(tmp_pa
         assert len(observer.ended_drivers()) == 3, "an unchanged ledger is not read again"
 
 
-def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_path):
-    """The last driver ends at 3.5 s, its deploy task reports at 4.0 s: the trigger must end well
-    before the backoff's next look (7 s)."""
+def _succeeded(tmp_path) -> Ledger:
+    return Ledger(token="tok", status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=f"file://{tmp_path}/out", rows=5)
+
+
+def _ready_trigger_until_its_event(tmp_path, task_states, xcom_get_one):
+    """Run a ReadyToCloseTrigger over one source, d_a, whose driver's ledger (token "tok") reads
+    running and turns ``_succeeded`` at 3.5 s. ``task_states`` and ``xcom_get_one`` answer for
+    Airflow's API, given the seconds since the start. Returns (first event, seconds to it)."""
     from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
 
     storage = StateStorage.from_url(str(tmp_path))
     relative = f"{attempt_dir(DAG, RUN, 'd_a', -1, 'tok')}/{LEDGER_FILE}"
-    output = f"file://{tmp_path}/out"
     running = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1, heartbeat_at=2)
-    done = Ledger(token="tok", status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=output, rows=5)
+    done = _succeeded(tmp_path)
     storage.write_atomic(relative, running.to_json())
     start = time.monotonic()
-    calls = []
-
-    def task_states(**kwargs):
-        calls.append(time.monotonic() - start)
-        return {RUN: {"d_a": "success" if time.monotonic() - start >= 4.0 else "running"}}
-
-    def report(**kwargs):
-        return {**done.result(), "source": "a", "task_id": "d_a", "incarnation": 0}
-
     trigger = ReadyToCloseTrigger(dag_id=DAG, run_id=RUN, sources={"a": "d_a"}, incarnation=0, deadline=4e9,
                                   poll_interval=60, state_root=str(tmp_path))
 
@@ -253,9 +248,28 @@ def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_
             await finisher
             return event, time.monotonic() - start
 
-    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=task_states), \
-         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=report):
+    def since(answer):
+        return lambda **kwargs: answer(time.monotonic() - start, **kwargs)
+
+    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=since(task_states)), \
+         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=since(xcom_get_one)):
         event, ended_at = asyncio.run(asyncio.wait_for(main(), 30))
+    return event, ended_at
+
+
+def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_path):
+    """The last driver ends at 3.5 s, its deploy task reports at 4.0 s: the trigger must end well
+    before the backoff's next look (7 s)."""
+    calls = []
+
+    def task_states(at, **kwargs):
+        calls.append(at)
+        return {RUN: {"d_a": "success" if at >= 4.0 else "running"}}
+
+    def report(at, **kwargs):
+        return {**_succeeded(tmp_path).result(), "source": "a", "task_id": "d_a", "incarnation": 0}
+
+    event, ended_at = _ready_trigger_until_its_event(tmp_path, task_states, report)
     assert isinstance(event, TaskSuccessEvent) and event.xcoms["return_value"]["sources"]["a"]["token"] == "tok"
     assert ended_at < 6.0, f"ended at {ended_at:.1f}s; API calls at {calls}"
     assert len(calls) <= 8, f"API calls at {calls}"
@@ -266,42 +280,16 @@ def test_the_ready_trigger_ends_on_a_report_stored_while_the_deploy_task_is_stil
     task stays 'deferred' here for good). The ready trigger must end on the stored report, with the
     same ready set, without waiting for the task's success; and it reads no XCom of a deferred
     task whose driver has not ended."""
-    from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
-
-    storage = StateStorage.from_url(str(tmp_path))
-    relative = f"{attempt_dir(DAG, RUN, 'd_a', -1, 'tok')}/{LEDGER_FILE}"
-    running = Ledger(token="tok", status=LedgerStatus.RUNNING, started_at=1, heartbeat_at=2)
-    done = Ledger(token="tok", status=LedgerStatus.SUCCEEDED, started_at=1, heartbeat_at=2, output_path=f"file://{tmp_path}/out", rows=5)
-    storage.write_atomic(relative, running.to_json())
-    start = time.monotonic()
     xcom_reads = []
 
-    def task_states(**kwargs):
-        return {RUN: {"d_a": "deferred"}}
-
-    def stored_report(**kwargs):
-        at = time.monotonic() - start
+    def stored_report(at, **kwargs):
         xcom_reads.append(at)
         if kwargs["key"] == "zeta_deploy_deferral":
             return "m1"
-        return {**done.result(), "source": "a", "task_id": "d_a", "incarnation": 0, "deferral_mark": "m1"} if at >= 3.7 else None
+        stored = {**_succeeded(tmp_path).result(), "source": "a", "task_id": "d_a", "incarnation": 0, "deferral_mark": "m1"}
+        return stored if at >= 3.7 else None
 
-    trigger = ReadyToCloseTrigger(dag_id=DAG, run_id=RUN, sources={"a": "d_a"}, incarnation=0, deadline=4e9,
-                                  poll_interval=60, state_root=str(tmp_path))
-
-    async def main():
-        async def finish_later():
-            await asyncio.sleep(3.5)
-            storage.write_atomic(relative, done.to_json())
-
-        finisher = asyncio.ensure_future(finish_later())
-        async for event in trigger.run():
-            await finisher
-            return event, time.monotonic() - start
-
-    with mock.patch("airflow.sdk.execution_time.task_runner.RuntimeTaskInstance.get_task_states", side_effect=task_states), \
-         mock.patch("airflow.sdk.execution_time.xcom.XCom.get_one", side_effect=stored_report):
-        event, ended_at = asyncio.run(asyncio.wait_for(main(), 30))
+    event, ended_at = _ready_trigger_until_its_event(tmp_path, lambda at, **kwargs: {RUN: {"d_a": "deferred"}}, stored_report)
     assert isinstance(event, TaskSuccessEvent) and event.xcoms["return_value"]["sources"]["a"]["token"] == "tok"
     assert min(xcom_reads) >= 3.5, f"read the XCom of a deferred task whose driver had not ended: {xcom_reads}"
     # Noticed within a watch tick, then asked every chase step until the report is there (without
