@@ -409,3 +409,48 @@ def test_the_sensor_ends_on_a_report_stored_while_the_last_deploy_task_is_still_
     assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
     rows = published(cluster, ds)
     assert {s: len(rows[s]) for s in SOURCES} == {s: expected_row_count(s) for s in SOURCES}
+
+
+@pytest.mark.sqlite_only
+def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(fake_driver_cluster, tmp_path):
+    """A run published its date and was then deleted — by a user, or by Airflow itself: on SQLite,
+    its clean-up of a backfill refused for a locked database (HTTP 503) deletes the runs the backfill
+    was reprocessing (the chaos test below met it, seeds 100681 and 208229). The date is triggered
+    again, under another run id. The new run must publish its own attempts (``owner_run_deleted``:
+    the completed point asks Airflow whether the marker's run still exists), and the deleted run's
+    partition is moved aside and deleted with the new run's cleanup. Before the rule the new run
+    failed, ``partition_of_another_owner``, for good. Oracles: the jobs' launch log, every file
+    under the table, the commit marker."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    log = tmp_path / "launches.jsonl"
+    ds = "2026-04-16"  # a date of its own on the shared cluster
+    deleted = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log)})
+    cluster.wait_for_run(DAG_ID, deleted, timeout=300)
+    old_tokens = {entry["token"] for entry in launches(log)}
+    assert len(old_tokens) == 3 and marker(cluster, ds)["run_id"] == deleted
+    cluster.delete_run(DAG_ID, deleted)
+
+    # A retention window long enough to find the tombstone once the run has ended.
+    again = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "cleanup_delay": 20})
+    assert again != deleted
+    cluster.wait_for_run(DAG_ID, again, timeout=300)
+    reporting = {e["task"].removeprefix("counting.deploy_"): e["token"] for e in launches(log) if e["token"] not in old_tokens}
+    assert sorted(reporting) == sorted(SOURCES), launches(log)  # one new job per source
+    commit = marker(cluster, ds)
+    assert commit["run_id"] == again and commit["tokens"] == reporting
+    assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
+    rows = published(cluster, ds)
+    assert {s: len(rows[s]) for s in SOURCES} == {s: expected_row_count(s) for s in SOURCES}
+    logs = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={again}" / "task_id=counting.completed_point"
+    assert "zeta.publish.owner_run_deleted" in "".join(p.read_text() for p in logs.glob("attempt=*.log"))
+    # The deleted run's partition went to the new run's tombstones; once the new run's retention
+    # window is over, no file of the old attempts is left anywhere under the table.
+    table = cluster.home / "pipeline-output"
+
+    def old_files() -> list[Path]:
+        return [p for p in table.rglob("*") if p.is_file() and any(token in p.as_posix() for token in old_tokens)]
+
+    tombstoned = old_files()
+    assert tombstoned and all("_zeta_tombstones" in p.as_posix() for p in tombstoned), tombstoned
+    cluster.wait_for(lambda: not old_files(), 90, "the deleted run's partition to be deleted after the window", interval=1)

@@ -25,8 +25,11 @@ is (``dag_id``, pipeline id, ``run_id``): ``scheduled__<ts>`` run ids repeat in 
 id alone names no one. Re-executing the commit finds its own marker and does nothing
 (``already_published``). A partition whose marker names another owner — another run, DAG or
 pipeline rendering the same partition of the same table — is never replaced, tombstoned or taken
-for one's own: the publish fails and names the owner (``partition_of_another_owner``). Partitions
-never nest: one inside a published partition, or around published partitions, is refused
+for one's own: the publish fails and names the owner (``partition_of_another_owner``). The one
+exception is a run of the same DAG and pipeline that no longer exists in Airflow (a user deleted
+it; on SQLite, Airflow's own clean-up of a backfill refused for a locked database deletes the runs
+it was reprocessing): nothing can publish as that run again, so its partition is replaced like an
+older incarnation's (``owner_run_deleted``). Partitions never nest: one inside a published partition, or around published partitions, is refused
 (``partition_inside_another``, ``partition_holds_others``).
 
 Before a source is published, its staging is checked against what its driver recorded at finish
@@ -275,13 +278,17 @@ def decide_publish(
     owner: Owner,
     enclosing: Mapping[str, CommitMarker | CorruptState] | None = None,
     nested: Iterable[str] = (),
+    owner_run_deleted: bool = False,
 ) -> PublishDecision:
     """What to do with the run's partition given what is there now. First matching rule wins.
 
     Incarnations are compared only within one owner (DAG, pipeline, run): a partition published by
     another owner (two runs rendering the same partition, e.g. an hourly schedule with the default
     daily spec; two DAGs or two pipelines writing one table) is never replaced, never tombstoned and
-    never reported as one's own commit.
+    never reported as one's own commit — with one exception: ``owner_run_deleted`` says the marker's
+    run, of this DAG and pipeline (``owner_run_to_look_up``), no longer exists in Airflow. A deleted
+    run can never publish again, so its partition is replaced like an older incarnation's
+    (``owner_run_deleted``): deleting a run and triggering the date again reprocesses it.
 
     Partitions never nest: ``enclosing`` maps each enclosing path of the partition (``ds=X`` for
     ``ds=X/hour=13``, ``enclosing_partitions``) that holds a commit marker to that marker, and
@@ -327,6 +334,14 @@ def decide_publish(
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
     if not same_owner(existing, owner):
+        if owner_run_deleted and owner_run_to_look_up(existing, owner) is not None:
+            return PublishDecision(
+                PublishAction.REPLACE,
+                "owner_run_deleted",
+                f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}), "
+                f"a run that no longer exists in Airflow; {owner.describe()} replaces it and the old "
+                "partition becomes a tombstone",
+            )
         return PublishDecision(
             PublishAction.FAIL,
             "partition_of_another_owner",
@@ -356,6 +371,18 @@ def decide_publish(
         f"commit {existing.commit_id} of a newer incarnation ({existing.incarnation} > {incarnation}) "
         "is published; an older incarnation must not overwrite it",
     )
+
+
+def owner_run_to_look_up(existing: CommitMarker | CorruptState | None, owner: Owner) -> Owner | None:
+    """The owner whose run must be looked up before deciding: the marker's, when it names another
+    run of the same DAG and pipeline (``decide_publish``'s ``owner_run_deleted``). None otherwise:
+    another DAG or pipeline writing the same table is a configuration error whether or not its run
+    still exists, and a marker without an owner (older versions) names no DAG to look in."""
+    if not isinstance(existing, CommitMarker) or not existing.dag_id:
+        return None
+    if (existing.dag_id, existing.pipeline_id) != (owner.dag_id, owner.pipeline_id) or existing.run_id == owner.run_id:
+        return None
+    return existing.owner
 
 
 def same_owner(existing: CommitMarker, owner: Owner) -> bool:

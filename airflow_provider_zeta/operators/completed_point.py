@@ -14,19 +14,21 @@ How it works
     enclosing it, and then, by
     ``core.publish.decide_publish``:
 
-    * ``first_publish`` / ``newer_incarnation``: checks each reported token's staging against the
+    * ``first_publish`` / ``newer_incarnation`` / ``owner_run_deleted`` (the partition's marker
+      names a run of this DAG and pipeline that no longer exists: the task asks Airflow, and a
+      deleted run's partition is replaced like an older incarnation's): checks each reported token's staging against the
       files its driver recorded in its ledger at finish (``core.publish.staging_problem``: a missing
       directory, a missing, extra or resized file fails the task naming the source and the token,
       and nothing is published); copies the staging — read from that token's own attempt directory,
       nothing else — into a hidden ``{output}/_zeta_pending/<dag>/<run>/<commit>-<nonce>/<partition>/``
-      and checks the copy the same way; writes the commit marker there; moves an older
-      incarnation's partition aside to ``{output}/_zeta_tombstones/<dag>/<run>/`` (the delayed
+      and checks the copy the same way; writes the commit marker there; moves the partition
+      it replaces aside to ``{output}/_zeta_tombstones/<dag>/<run>/`` (the delayed
       cleanup deletes it later); renames the assembled partition into place in one step; and
       removes its pending directories (the run's and the DAG's, when empty);
     * ``already_published`` (a re-execution) and ``late_report_ignored``: nothing;
     * ``partition_inside_another``, ``partition_holds_others`` (partitions never nest),
-      ``foreign_partition``, ``partition_of_another_owner`` (another DAG, pipeline or run published
-      this partition into the table), ``stale_commit``, ``corrupt_marker``: fail, change nothing.
+      ``foreign_partition``, ``partition_of_another_owner`` (another DAG, pipeline or existing run
+      published this partition into the table), ``stale_commit``, ``corrupt_marker``: fail, change nothing.
 
     Crash windows are named (``failure_window``): ``after_assemble`` (the pending partition is
     complete, the table untouched), ``between_renames`` (a replaced partition is a tombstone, the
@@ -88,6 +90,7 @@ from airflow_provider_zeta.core.publish import (
     enclosing_partitions,
     marker_for,
     nested_partitions,
+    owner_run_to_look_up,
     parse_commit_marker,
     partition_key,
     partition_path,
@@ -213,6 +216,7 @@ class CompletedPointOperator(BaseOperator):
                 owner,
                 enclosing=enclosing_markers(out, part),
                 nested=nested_partitions(part, out.file_sizes(part)) if exists and existing is None else (),
+                owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner)),
             )
             self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is PublishAction.FAIL:
@@ -308,6 +312,12 @@ class CompletedPointOperator(BaseOperator):
         if problem:
             raise AirflowFailException(f"[zeta.publish.unverified_attempt] {problem}; nothing was published")
         return f"{relative}/{OUTPUT_DIR}", ledger.files
+
+
+def _run_deleted(ti: Any, owner: Owner | None) -> bool:
+    """Whether ``owner``'s run no longer exists, asked through the Task SDK's execution API (the
+    same count the sweep uses); False when there is no one to ask about."""
+    return owner is not None and ti.get_dr_count(dag_id=owner.dag_id, run_ids=[owner.run_id]) == 0
 
 
 def require_logical_date(context: Any) -> str:

@@ -4,7 +4,8 @@ One scenario, on a running ``AirflowCluster``:
 
 1. a run of the pipeline for the first date (manual trigger with a logical date);
 2. a backfill of ``dates`` that reprocesses the first date (``reprocess_behavior="completed"``):
-   the first date's run is cleared (a new incarnation), the others are new runs;
+   the first date's run is cleared (a new incarnation), the others are new runs (on SQLite a
+   backfill refused for a locked database may delete that run instead: ``create_backfill``);
 3. meanwhile, at seeded random moments, ``kill -9`` of one component, the kinds taking turns in a
    seeded order — the scheduler or the triggerer (restarted after a few seconds, like a supervisor would) or every LocalExecutor worker
    with its task processes (nothing restarts those; the scheduler's heartbeat timeout notices);
@@ -350,6 +351,7 @@ def run_scenario(
             "dag_run_conf": run_conf,
             "max_active_runs": len(dates),
         },
+        log=log,
     )
     log(f"  backfill {backfill['id']} of {dates[0]}..{dates[-1]} (reprocessing {dates[0]})")
     phase_start = time.monotonic() - kill_window_s / 2
@@ -436,18 +438,30 @@ def run_scenario(
     return report
 
 
-def create_backfill(cluster: AirflowCluster, body: dict[str, Any], timeout: float = 120) -> dict[str, Any]:
+def create_backfill(
+    cluster: AirflowCluster, body: dict[str, Any], timeout: float = 120, log: Callable[[str], None] = print
+) -> dict[str, Any]:
     """POST /backfills, asked again while the API answers 503: on SQLite Airflow refuses a backfill
     whose creation meets another writer ("Database is locked. Backfill creation is not supported on
-    SQLite under concurrent access"), which the scheduler restarted by a kill makes likely. The
-    refusal creates nothing, so asking again is safe."""
+    SQLite under concurrent access"), which the scheduler restarted by a kill makes likely.
+
+    The refusal is not clean. Airflow 3.3 deletes every run carrying the refused backfill's id, and
+    on SQLite the clear of an existing run it was reprocessing is already committed by then (its
+    savepoint's release commits): that run is deleted too, with its task instances (open upstream:
+    apache/airflow#68705 makes the creation one transaction). Asking again then creates a new
+    ``backfill__`` run for that date, whose completed point replaces the deleted run's partition
+    (``owner_run_deleted``). Each refusal and each run it deleted is logged."""
     deadline = time.monotonic() + timeout
+    dag_id = body["dag_id"]
     while True:
+        before = {r["dag_run_id"] for r in cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]}
         try:
             return cluster.api("POST", "/backfills", body)
         except ClusterError as error:
             if "HTTP 503" not in str(error) or time.monotonic() > deadline:
                 raise
+            after = {r["dag_run_id"] for r in cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]}
+            log(f"  POST /backfills answered 503 (database locked); runs Airflow deleted meanwhile: {sorted(before - after)}")
         time.sleep(2)
 
 

@@ -832,6 +832,10 @@ class AirflowCluster:
     def dag_run(self, dag_id: str, run_id: str) -> dict:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{_q(run_id)}")
 
+    def delete_run(self, dag_id: str, run_id: str) -> None:
+        """Delete a DAG run, as the UI's "Delete" does (its task instances and XComs go with it)."""
+        self.api("DELETE", f"/dags/{dag_id}/dagRuns/{_q(run_id)}", expect=(204,))
+
     def wait_for_run(
         self, dag_id: str, run_id: str, states: Iterable[str] = ("success",), timeout: float = 300
     ) -> dict:

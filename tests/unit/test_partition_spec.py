@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -355,9 +356,10 @@ class _Store(dict):
 # -- the completed point's execute, with a fake task context --------------------------------------
 
 
-def _publish(tmp_path, monkeypatch, dag_id, run_id, hour, partition, token, table="table"):
+def _publish(tmp_path, monkeypatch, dag_id, run_id, hour, partition, token, table="table", deleted_runs=()):
     """Run ``CompletedPointOperator.execute`` for one source whose staging holds one file; the
-    ledger check is stubbed (tested elsewhere), the rest is the operator's own code."""
+    ledger check is stubbed (tested elsewhere), the rest is the operator's own code. Every run
+    exists in Airflow except ``deleted_runs`` (what the task's ``get_dr_count`` answers)."""
     from airflow.sdk import DAG
 
     from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
@@ -373,7 +375,12 @@ def _publish(tmp_path, monkeypatch, dag_id, run_id, hour, partition, token, tabl
     ready_set = {"incarnation": 0, "sources": {"eu": {"source": "eu", "incarnation": 0, "token": token, "output_path": "x", "rows": 1}}}
     context = {
         **_context(hour),
-        "ti": SimpleNamespace(dag_id=dag_id, run_id=run_id, xcom_pull=lambda task_ids: ready_set),
+        "ti": SimpleNamespace(
+            dag_id=dag_id,
+            run_id=run_id,
+            xcom_pull=lambda task_ids: ready_set,
+            get_dr_count=lambda dag_id, run_ids: sum(1 for r in run_ids if r not in deleted_runs),
+        ),
         "task_state_store": _Store(),
     }
     publish.render_template_fields(context)
@@ -393,6 +400,7 @@ def test_the_completed_point_publishes_hourly_partitions_and_refuses_nesting(tmp
     _publish(tmp_path, monkeypatch, "daily", "scheduled__a", 10, DEFAULT_PARTITION, "d1", table="daily")
     with pytest.raises(AirflowFailException, match="partition_of_another_owner"):
         _publish(tmp_path, monkeypatch, "daily", "scheduled__b", 11, DEFAULT_PARTITION, "d2", table="daily")
+    assert (tmp_path / "daily/ds=2026-07-01/source=eu/d1-part-0.json").exists()
     # A daily DAG over the hourly partitions, an hourly DAG inside a daily partition: refused,
     # and neither table changes.
     def files(folder):
@@ -406,3 +414,25 @@ def test_the_completed_point_publishes_hourly_partitions_and_refuses_nesting(tmp
     assert before == (files(table), files(tmp_path / "daily"))
     with pytest.raises(AirflowFailException, match=r"bad_partition.*'ds=2026-07-01/hour=_12'"):
         _publish(tmp_path, monkeypatch, "bad", "scheduled__e", 12, "ds={{ ds }}/hour=_{{ logical_date.strftime('%H') }}", "x3")
+
+
+def test_a_partition_of_a_deleted_run_is_replaced_by_the_next_run_of_the_date(tmp_path, monkeypatch):
+    """A user deleted the run that published a date (or Airflow did: on SQLite its clean-up of a
+    backfill refused for a locked database deletes the runs the backfill was reprocessing) and
+    triggers the date again: the new run publishes, the deleted run's partition becomes the new
+    run's tombstone. While the run exists the same publish is refused, and a deleted run of another
+    DAG writing the table still is (a configuration error, not a reprocessing)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    _publish(tmp_path, monkeypatch, "daily", "manual__a", 10, DEFAULT_PARTITION, "d1")
+    with pytest.raises(AirflowFailException, match="partition_of_another_owner"):
+        _publish(tmp_path, monkeypatch, "other_dag", "manual__x", 10, DEFAULT_PARTITION, "x1", deleted_runs={"manual__a"})
+    replaced = _publish(tmp_path, monkeypatch, "daily", "backfill__b", 10, DEFAULT_PARTITION, "d2", deleted_runs={"manual__a"})
+    assert replaced["rule"] == "owner_run_deleted" and replaced["new_commit"]
+    table = tmp_path / "table"
+    assert sorted(p.name for p in (table / "ds=2026-07-01/source=eu").iterdir()) == ["d2-part-0.json"]
+    marker = json.loads((table / "ds=2026-07-01" / COMMIT_MARKER).read_text())
+    assert marker["run_id"] == "backfill__b"
+    tombstone = Path(replaced["tombstone"].removeprefix("file://"))
+    assert tombstone.is_relative_to(table / "_zeta_tombstones/daily/backfill__b")
+    assert (tombstone / "source=eu/d1-part-0.json").exists(), "the deleted run's partition waits for the delayed cleanup"

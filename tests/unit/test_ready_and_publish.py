@@ -15,6 +15,7 @@ from airflow_provider_zeta.core.publish import (
     commit_names,
     decide_publish,
     marker_for,
+    owner_run_to_look_up,
     parse_commit_marker,
     partition_key,
 )
@@ -275,6 +276,39 @@ def test_a_partition_of_another_dag_or_pipeline_with_the_same_run_id_is_never_ou
     decision = decide_publish(commit_id("d", 1, srcs, OWNER), 1, True, theirs, OWNER)
     assert decision.action is PublishAction.FAIL and decision.rule == "partition_of_another_owner"
     assert other.dag_id in decision.reason and other.pipeline_id in decision.reason
+
+
+def test_a_deleted_runs_partition_of_the_same_dag_and_pipeline_is_replaced():
+    """Another run of this DAG and pipeline published the partition: refused while that run exists;
+    once it was deleted (``owner_run_deleted``, which the operator asks Airflow about only for the
+    owner ``owner_run_to_look_up`` names) the partition is replaced and becomes a tombstone."""
+    srcs = sources(eu="a")
+    mine = Owner("dag_a", "pipe", "backfill__2026-01-01")
+    deleted = marker_for("old", "d", 3, srcs, 5.0, OWNER)
+    assert owner_run_to_look_up(deleted, mine) == OWNER
+    refused = decide_publish("new", 0, True, deleted, mine)
+    assert refused.rule == "partition_of_another_owner" and refused.action is PublishAction.FAIL
+    replaced = decide_publish("new", 0, True, deleted, mine, owner_run_deleted=True)
+    assert replaced.action is PublishAction.REPLACE and replaced.rule == "owner_run_deleted"
+    assert OWNER.run_id in replaced.reason and "no longer exists" in replaced.reason
+
+
+@pytest.mark.parametrize(
+    "existing_owner",
+    [Owner("dag_b", "pipe", "manual__x"), Owner("dag_a", "pipe2", "manual__x"), Owner("", "", "manual__x"), OWNER],
+    ids=["another DAG", "another pipeline", "no owner recorded", "this run"],
+)
+def test_no_run_is_looked_up_for_another_dag_or_pipeline_nor_for_ones_own(existing_owner):
+    """Another DAG or pipeline sharing a table is refused whether or not its run exists; a marker
+    of one's own run (or an old one without an owner) is decided by incarnation. None of them is
+    looked up, and a stray ``owner_run_deleted`` changes none of the decisions."""
+    srcs = sources(eu="a")
+    existing = marker_for("old", "d", 0, srcs, 5.0, existing_owner)
+    assert owner_run_to_look_up(existing, OWNER) is None
+    assert owner_run_to_look_up(None, OWNER) is None and owner_run_to_look_up(CorruptState("bad"), OWNER) is None
+    decision = decide_publish("new", 1, True, existing, OWNER)
+    assert decide_publish("new", 1, True, existing, OWNER, owner_run_deleted=True) == decision
+    assert decision.rule != "owner_run_deleted"
 
 
 def test_a_marker_without_owner_is_matched_by_run_id():
