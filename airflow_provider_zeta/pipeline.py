@@ -66,7 +66,8 @@ def zeta_pipeline(
         per logical date). Once rendered: one or more ``key=value`` path segments joined by ``/``.
         A schedule more frequent than daily needs one that tells its runs apart, e.g.
         ``"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}"`` for an hourly one; runs rendering
-        the same partition fail (``partition_of_another_owner``). Every job sees the rendered
+        the same partition fail (``partition_of_another_owner``), unless the earlier one was
+        deleted and had the same logical date (``owner_run_deleted``: replaced). Every job sees the rendered
         partition as ``zeta_context().partition``.
     :param cleanup_delay: retention window (``timedelta`` or seconds) of staging data and replaced partitions before
         the delayed cleanup deletes them (templated); default ``[zeta] cleanup_retention``.

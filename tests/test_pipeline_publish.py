@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_zeta.core.paths import run_tombstones_dir
 from airflow_provider_zeta.testing.chaos import run_scenario
 from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
 from airflow_provider_zeta.testing.published import read_partition
@@ -415,9 +416,10 @@ def test_the_sensor_ends_on_a_report_stored_while_the_last_deploy_task_is_still_
 def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(fake_driver_cluster, tmp_path):
     """A run published its date and was then deleted — by a user, or by Airflow itself: on SQLite,
     its clean-up of a backfill refused for a locked database (HTTP 503) deletes the runs the backfill
-    was reprocessing (the chaos test below met it, seeds 100681 and 208229). The date is triggered
+    was reprocessing (the chaos test above met it, seeds 100681 and 208229). The date is triggered
     again, under another run id. The new run must publish its own attempts (``owner_run_deleted``:
-    the completed point asks Airflow whether the marker's run still exists), and the deleted run's
+    the completed point asks Airflow whether the marker's run, of the same logical date, still
+    exists), and the deleted run's
     partition is moved aside and deleted with the new run's cleanup. Before the rule the new run
     failed, ``partition_of_another_owner``, for good. Oracles: the jobs' launch log, every file
     under the table, the commit marker."""
@@ -435,8 +437,9 @@ def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(f
     again = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "cleanup_delay": 20})
     assert again != deleted
     cluster.wait_for_run(DAG_ID, again, timeout=300)
-    reporting = {e["task"].removeprefix("counting.deploy_"): e["token"] for e in launches(log) if e["token"] not in old_tokens}
-    assert sorted(reporting) == sorted(SOURCES), launches(log)  # one new job per source
+    new_launches = [e for e in launches(log) if e["token"] not in old_tokens]
+    reporting = {e["task"].removeprefix("counting.deploy_"): e["token"] for e in new_launches}
+    assert len(new_launches) == 3 and sorted(reporting) == sorted(SOURCES), launches(log)  # one new job per source
     commit = marker(cluster, ds)
     assert commit["run_id"] == again and commit["tokens"] == reporting
     assert published_tokens(cluster, ds) == {s: {t} for s, t in reporting.items()}
@@ -452,5 +455,6 @@ def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(f
         return [p for p in table.rglob("*") if p.is_file() and any(token in p.as_posix() for token in old_tokens)]
 
     tombstoned = old_files()
-    assert tombstoned and all("_zeta_tombstones" in p.as_posix() for p in tombstoned), tombstoned
+    tombstones = table / run_tombstones_dir(DAG_ID, again)
+    assert tombstoned and all(p.is_relative_to(tombstones) for p in tombstoned), tombstoned
     cluster.wait_for(lambda: not old_files(), 90, "the deleted run's partition to be deleted after the window", interval=1)

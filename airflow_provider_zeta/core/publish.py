@@ -12,7 +12,7 @@ source, ``source={name}``. The partition is the run's rendered partition spec (`
    stale or orphaned attempts — live in other attempt directories and are never read), each data
    file renamed ``<token>-<name>`` so no two commits share a file path, plus a commit marker
    ``_zeta_commit.json`` naming the commit id, incarnation and tokens.
-2. **Move aside** a partition it replaces (one from an older incarnation) into
+2. **Move aside** a partition it replaces (an older incarnation's, or a deleted run's) into
    ``{output}/_zeta_tombstones/<dag>/<run>/`` — never deleted here; the delayed cleanup deletes it later.
 3. **Rename** the assembled directory to ``{output}/<partition>`` in one step.
 
@@ -26,10 +26,11 @@ id alone names no one. Re-executing the commit finds its own marker and does not
 (``already_published``). A partition whose marker names another owner — another run, DAG or
 pipeline rendering the same partition of the same table — is never replaced, tombstoned or taken
 for one's own: the publish fails and names the owner (``partition_of_another_owner``). The one
-exception is a run of the same DAG and pipeline that no longer exists in Airflow (a user deleted
-it; on SQLite, Airflow's own clean-up of a backfill refused for a locked database deletes the runs
-it was reprocessing): nothing can publish as that run again, so its partition is replaced like an
-older incarnation's (``owner_run_deleted``). Partitions never nest: one inside a published partition, or around published partitions, is refused
+exception is a run of the same DAG, pipeline, logical date and deployment that no longer exists
+in Airflow (a user deleted it; on SQLite, Airflow's own clean-up of a backfill refused for a locked
+database deletes the runs it was reprocessing): nothing can publish as that run again, so its
+partition is replaced like an older incarnation's (``owner_run_deleted``). Partitions never
+nest: one inside a published partition, or around published partitions, is refused
 (``partition_inside_another``, ``partition_holds_others``).
 
 Before a source is published, its staging is checked against what its driver recorded at finish
@@ -219,6 +220,11 @@ class CommitMarker:
     dag_id: str = ""  # "" in markers written before the owner was recorded
     pipeline_id: str = ""
     partition: str = ""  # the rendered partition path; "" in markers written before specs (ds=<ds>)
+    # The owner run's logical date (ISO) and the identity of the deployment's state root
+    # (storage.state_root_identity): whether a deleted owner may be replaced (owner_run_to_look_up).
+    # "" in markers written before they were recorded: such an owner is never taken for deleted.
+    logical_date: str = ""
+    state_root_id: str = ""
 
     @property
     def owner(self) -> Owner:
@@ -248,6 +254,8 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
             dag_id=str(data.get("dag_id", "")),
             pipeline_id=str(data.get("pipeline_id", "")),
             partition=str(data.get("partition", "")),
+            logical_date=str(data.get("logical_date", "")),
+            state_root_id=str(data.get("state_root_id", "")),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CorruptState(
@@ -258,7 +266,7 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
 
 class PublishAction(str, Enum):
     PUBLISH = "publish"  # no partition yet: assemble and rename into place
-    REPLACE = "replace"  # an older incarnation's partition: tombstone it, then publish
+    REPLACE = "replace"  # an older incarnation's (or a deleted run's) partition: tombstone it, then publish
     NO_OP = "no_op"  # this commit (or this incarnation's first commit) is already published
     FAIL = "fail"  # publishing would overwrite something it must not
 
@@ -279,6 +287,8 @@ def decide_publish(
     enclosing: Mapping[str, CommitMarker | CorruptState] | None = None,
     nested: Iterable[str] = (),
     owner_run_deleted: bool = False,
+    logical_date: str = "",
+    state_root_id: str = "",
 ) -> PublishDecision:
     """What to do with the run's partition given what is there now. First matching rule wins.
 
@@ -286,9 +296,11 @@ def decide_publish(
     another owner (two runs rendering the same partition, e.g. an hourly schedule with the default
     daily spec; two DAGs or two pipelines writing one table) is never replaced, never tombstoned and
     never reported as one's own commit — with one exception: ``owner_run_deleted`` says the marker's
-    run, of this DAG and pipeline (``owner_run_to_look_up``), no longer exists in Airflow. A deleted
-    run can never publish again, so its partition is replaced like an older incarnation's
-    (``owner_run_deleted``): deleting a run and triggering the date again reprocesses it.
+    run no longer exists in Airflow, and ``owner_run_to_look_up`` (given this run's
+    ``logical_date`` and the deployment's ``state_root_id``) names it: a run of this DAG and
+    pipeline, of the same logical date, in this deployment. A deleted run can never publish again,
+    so its partition is replaced like an older incarnation's (``owner_run_deleted``): deleting a
+    run and triggering the date again reprocesses it.
 
     Partitions never nest: ``enclosing`` maps each enclosing path of the partition (``ds=X`` for
     ``ds=X/hour=13``, ``enclosing_partitions``) that holds a commit marker to that marker, and
@@ -334,7 +346,7 @@ def decide_publish(
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
     if not same_owner(existing, owner):
-        if owner_run_deleted and owner_run_to_look_up(existing, owner) is not None:
+        if owner_run_deleted and owner_run_to_look_up(existing, owner, logical_date, state_root_id) is not None:
             return PublishDecision(
                 PublishAction.REPLACE,
                 "owner_run_deleted",
@@ -373,14 +385,27 @@ def decide_publish(
     )
 
 
-def owner_run_to_look_up(existing: CommitMarker | CorruptState | None, owner: Owner) -> Owner | None:
-    """The owner whose run must be looked up before deciding: the marker's, when it names another
-    run of the same DAG and pipeline (``decide_publish``'s ``owner_run_deleted``). None otherwise:
-    another DAG or pipeline writing the same table is a configuration error whether or not its run
-    still exists, and a marker without an owner (older versions) names no DAG to look in."""
-    if not isinstance(existing, CommitMarker) or not existing.dag_id:
+def owner_run_to_look_up(
+    existing: CommitMarker | CorruptState | None, owner: Owner, logical_date: str, state_root_id: str | None
+) -> Owner | None:
+    """The owner whose run must be looked up before deciding (``decide_publish``'s
+    ``owner_run_deleted``): the marker's, when it names another run of the same DAG and pipeline,
+    of the same logical date (``logical_date``, ISO), written in the same deployment (the state
+    root identity ``state_root_id``). Airflow keeps one run per DAG and logical date, so while that
+    run is gone no other live run can be the owner this run would replace.
+
+    None otherwise: another DAG or pipeline writing the same table is a configuration error
+    whether or not its run still exists; a run of another logical date rendering the same partition
+    (an hourly schedule with the daily spec) is one too; a run of another deployment (staging and
+    production writing one table) is not in this metadata database at all; and a marker written
+    before these were recorded names none of them."""
+    if not isinstance(existing, CommitMarker):
+        return None
+    if not (existing.dag_id and existing.logical_date and existing.state_root_id):
         return None
     if (existing.dag_id, existing.pipeline_id) != (owner.dag_id, owner.pipeline_id) or existing.run_id == owner.run_id:
+        return None
+    if existing.logical_date != logical_date or existing.state_root_id != state_root_id:
         return None
     return existing.owner
 
@@ -402,9 +427,13 @@ def marker_for(
     now: float,
     owner: Owner,
     partition: str | None = None,
+    logical_date: str = "",
+    state_root_id: str = "",
 ) -> CommitMarker:
     return CommitMarker(
         partition=partition or partition_dir(ds),
+        logical_date=logical_date,
+        state_root_id=state_root_id,
         run_id=owner.run_id,
         dag_id=owner.dag_id,
         pipeline_id=owner.pipeline_id,

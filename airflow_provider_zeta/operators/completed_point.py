@@ -15,8 +15,9 @@ How it works
     ``core.publish.decide_publish``:
 
     * ``first_publish`` / ``newer_incarnation`` / ``owner_run_deleted`` (the partition's marker
-      names a run of this DAG and pipeline that no longer exists: the task asks Airflow, and a
-      deleted run's partition is replaced like an older incarnation's): checks each reported token's staging against the
+      names a run of this DAG, pipeline, logical date and deployment that no longer exists: the
+      task asks Airflow, and a deleted run's partition is replaced like an older incarnation's):
+      checks each reported token's staging against the
       files its driver recorded in its ledger at finish (``core.publish.staging_problem``: a missing
       directory, a missing, extra or resized file fails the task naming the source and the token,
       and nothing is published); copies the staging — read from that token's own attempt directory,
@@ -100,7 +101,7 @@ from airflow_provider_zeta.core.publish import (
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
-from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output
+from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
 
 #: Parent levels of a pending directory removed after a publish when empty: ``<run>``, ``<dag>``.
 #: ``_zeta_pending`` itself stays: other DAGs' publishers create their directories under it.
@@ -198,6 +199,9 @@ class CompletedPointOperator(BaseOperator):
         out = open_state_storage(self.output_root)
         owner = Owner(ti.dag_id, self.pipeline_id, ti.run_id)
         ours = commit_id(ds, incarnation, sources, owner, part)
+        # Recorded in the marker; what a later run compares before taking this owner for deleted.
+        logical_date = context["logical_date"].isoformat()
+        root_id = state_root_identity(state, create=True) or ""
         staging: dict[str, tuple[str, dict[str, int] | None]] | None = None
         tombstone = None
         for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
@@ -216,7 +220,9 @@ class CompletedPointOperator(BaseOperator):
                 owner,
                 enclosing=enclosing_markers(out, part),
                 nested=nested_partitions(part, out.file_sizes(part)) if exists and existing is None else (),
-                owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner)),
+                owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner, logical_date, root_id)),
+                logical_date=logical_date,
+                state_root_id=root_id,
             )
             self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is PublishAction.FAIL:
@@ -231,7 +237,7 @@ class CompletedPointOperator(BaseOperator):
                 # Registered before anything is written into the table, so that the cleanup and
                 # the sweep know where this run's pending directories and tombstones can be.
                 register_output(state, ti.dag_id, ti.run_id, self.output_root)
-            marker = marker_for(ours, ds, incarnation, sources, time.time(), owner, part)
+            marker = marker_for(ours, ds, incarnation, sources, time.time(), owner, part, logical_date, root_id)
             replaced = existing.commit_id if decision.action is PublishAction.REPLACE else None
 
             def fence() -> None:

@@ -450,18 +450,27 @@ def create_backfill(
     savepoint's release commits): that run is deleted too, with its task instances (open upstream:
     apache/airflow#68705 makes the creation one transaction). Asking again then creates a new
     ``backfill__`` run for that date, whose completed point replaces the deleted run's partition
-    (``owner_run_deleted``). Each refusal and each run it deleted is logged."""
+    (``owner_run_deleted``). Each refusal is logged with the runs that existed before it and are
+    gone after it."""
     deadline = time.monotonic() + timeout
     dag_id = body["dag_id"]
+
+    def run_ids() -> set[str] | None:
+        try:
+            return {r["dag_run_id"] for r in cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]}
+        except ClusterError:
+            return None  # only for the log line: a busy API must not end the scenario here
+
     while True:
-        before = {r["dag_run_id"] for r in cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]}
+        before = run_ids()
         try:
             return cluster.api("POST", "/backfills", body)
         except ClusterError as error:
             if "HTTP 503" not in str(error) or time.monotonic() > deadline:
                 raise
-            after = {r["dag_run_id"] for r in cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]}
-            log(f"  POST /backfills answered 503 (database locked); runs Airflow deleted meanwhile: {sorted(before - after)}")
+            after = run_ids()
+            gone = sorted(before - after) if before is not None and after is not None else "(could not list the runs)"
+            log(f"  POST /backfills answered 503 (database locked); runs gone meanwhile: {gone}")
         time.sleep(2)
 
 

@@ -420,13 +420,21 @@ def test_a_partition_of_a_deleted_run_is_replaced_by_the_next_run_of_the_date(tm
     """A user deleted the run that published a date (or Airflow did: on SQLite its clean-up of a
     backfill refused for a locked database deletes the runs the backfill was reprocessing) and
     triggers the date again: the new run publishes, the deleted run's partition becomes the new
-    run's tombstone. While the run exists the same publish is refused, and a deleted run of another
-    DAG writing the table still is (a configuration error, not a reprocessing)."""
+    run's tombstone. While the run exists the same publish is refused; once it is deleted, a run of
+    another DAG writing the table, or of another logical date rendering the same partition (an
+    hourly run with the daily spec), still is: configuration errors, not a reprocessing."""
     from airflow.sdk.exceptions import AirflowFailException
 
     _publish(tmp_path, monkeypatch, "daily", "manual__a", 10, DEFAULT_PARTITION, "d1")
+    marker = json.loads((tmp_path / "table/ds=2026-07-01" / COMMIT_MARKER).read_text())
+    assert marker["logical_date"] == "2026-07-01T10:00:00+00:00" and marker["state_root_id"]
+    with pytest.raises(AirflowFailException, match="partition_of_another_owner"):
+        _publish(tmp_path, monkeypatch, "daily", "backfill__b", 10, DEFAULT_PARTITION, "d2")
     with pytest.raises(AirflowFailException, match="partition_of_another_owner"):
         _publish(tmp_path, monkeypatch, "other_dag", "manual__x", 10, DEFAULT_PARTITION, "x1", deleted_runs={"manual__a"})
+    with pytest.raises(AirflowFailException, match="partition_of_another_owner"):
+        _publish(tmp_path, monkeypatch, "daily", "scheduled__11", 11, DEFAULT_PARTITION, "x2", deleted_runs={"manual__a"})
+    assert sorted(p.name for p in (tmp_path / "table/ds=2026-07-01/source=eu").iterdir()) == ["d1-part-0.json"]
     replaced = _publish(tmp_path, monkeypatch, "daily", "backfill__b", 10, DEFAULT_PARTITION, "d2", deleted_runs={"manual__a"})
     assert replaced["rule"] == "owner_run_deleted" and replaced["new_commit"]
     table = tmp_path / "table"

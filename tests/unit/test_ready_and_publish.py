@@ -278,37 +278,62 @@ def test_a_partition_of_another_dag_or_pipeline_with_the_same_run_id_is_never_ou
     assert other.dag_id in decision.reason and other.pipeline_id in decision.reason
 
 
-def test_a_deleted_runs_partition_of_the_same_dag_and_pipeline_is_replaced():
-    """Another run of this DAG and pipeline published the partition: refused while that run exists;
-    once it was deleted (``owner_run_deleted``, which the operator asks Airflow about only for the
-    owner ``owner_run_to_look_up`` names) the partition is replaced and becomes a tombstone."""
+DAY, ROOT = "2026-01-01T00:00:00+00:00", "root-1"
+
+
+def test_a_deleted_runs_partition_of_the_same_dag_pipeline_date_and_deployment_is_replaced():
+    """Another run of this DAG and pipeline, of the same logical date and deployment, published the
+    partition: refused while that run exists; once it was deleted (``owner_run_deleted``, which the
+    operator asks Airflow about only for the owner ``owner_run_to_look_up`` names) the partition is
+    replaced and becomes a tombstone."""
     srcs = sources(eu="a")
     mine = Owner("dag_a", "pipe", "backfill__2026-01-01")
-    deleted = marker_for("old", "d", 3, srcs, 5.0, OWNER)
-    assert owner_run_to_look_up(deleted, mine) == OWNER
-    refused = decide_publish("new", 0, True, deleted, mine)
+    deleted = marker_for("old", "d", 3, srcs, 5.0, OWNER, logical_date=DAY, state_root_id=ROOT)
+    assert owner_run_to_look_up(deleted, mine, DAY, ROOT) == OWNER
+    refused = decide_publish("new", 0, True, deleted, mine, logical_date=DAY, state_root_id=ROOT)
     assert refused.rule == "partition_of_another_owner" and refused.action is PublishAction.FAIL
-    replaced = decide_publish("new", 0, True, deleted, mine, owner_run_deleted=True)
+    replaced = decide_publish("new", 0, True, deleted, mine, owner_run_deleted=True, logical_date=DAY, state_root_id=ROOT)
     assert replaced.action is PublishAction.REPLACE and replaced.rule == "owner_run_deleted"
     assert OWNER.run_id in replaced.reason and "no longer exists" in replaced.reason
 
 
 @pytest.mark.parametrize(
-    "existing_owner",
-    [Owner("dag_b", "pipe", "manual__x"), Owner("dag_a", "pipe2", "manual__x"), Owner("", "", "manual__x"), OWNER],
-    ids=["another DAG", "another pipeline", "no owner recorded", "this run"],
+    ("existing_owner", "day", "root"),
+    [
+        (Owner("dag_b", "pipe", "manual__x"), DAY, ROOT),
+        (Owner("dag_a", "pipe2", "manual__x"), DAY, ROOT),
+        (Owner("", "", "manual__x"), DAY, ROOT),
+        (OWNER, DAY, ROOT),
+        (Owner("dag_a", "pipe", "manual__x"), "2026-01-01T05:00:00+00:00", ROOT),
+        (Owner("dag_a", "pipe", "manual__x"), DAY, "root-2"),
+        (Owner("dag_a", "pipe", "manual__x"), "", ROOT),
+        (Owner("dag_a", "pipe", "manual__x"), DAY, ""),
+    ],
+    ids=[
+        "another DAG",
+        "another pipeline",
+        "no owner recorded",
+        "this run",
+        "another logical date",
+        "another deployment",
+        "no logical date recorded",
+        "no deployment recorded",
+    ],
 )
-def test_no_run_is_looked_up_for_another_dag_or_pipeline_nor_for_ones_own(existing_owner):
-    """Another DAG or pipeline sharing a table is refused whether or not its run exists; a marker
-    of one's own run (or an old one without an owner) is decided by incarnation. None of them is
-    looked up, and a stray ``owner_run_deleted`` changes none of the decisions."""
+def test_no_run_is_looked_up_unless_it_could_only_be_this_dates_earlier_run(existing_owner, day, root):
+    """Another DAG or pipeline sharing a table is refused whether or not its run exists; so is a run
+    of another logical date rendering the same partition (an hourly run with the daily spec), a
+    run of another deployment (its runs are not in this metadata database) and a marker written
+    before the date and deployment were recorded. A marker of one's own run is decided by
+    incarnation. None of them is looked up, and a stray ``owner_run_deleted`` changes nothing."""
     srcs = sources(eu="a")
-    existing = marker_for("old", "d", 0, srcs, 5.0, existing_owner)
-    assert owner_run_to_look_up(existing, OWNER) is None
-    assert owner_run_to_look_up(None, OWNER) is None and owner_run_to_look_up(CorruptState("bad"), OWNER) is None
-    decision = decide_publish("new", 1, True, existing, OWNER)
-    assert decide_publish("new", 1, True, existing, OWNER, owner_run_deleted=True) == decision
-    assert decision.rule != "owner_run_deleted"
+    existing = marker_for("old", "d", 0, srcs, 5.0, existing_owner, logical_date=day, state_root_id=root)
+    assert owner_run_to_look_up(existing, OWNER, DAY, ROOT) is None
+    assert owner_run_to_look_up(None, OWNER, DAY, ROOT) is None
+    assert owner_run_to_look_up(CorruptState("bad"), OWNER, DAY, ROOT) is None
+    decision = decide_publish("new", 1, True, existing, OWNER, logical_date=DAY, state_root_id=ROOT)
+    stray = decide_publish("new", 1, True, existing, OWNER, owner_run_deleted=True, logical_date=DAY, state_root_id=ROOT)
+    assert stray == decision and decision.rule != "owner_run_deleted"
 
 
 def test_a_marker_without_owner_is_matched_by_run_id():
