@@ -100,6 +100,7 @@ from airflow_provider_zeta.core.publish import (
     staging_problem,
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
+from airflow_provider_zeta.operators.sweep import run_exists
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
 
@@ -321,9 +322,9 @@ class CompletedPointOperator(BaseOperator):
 
 
 def _run_deleted(ti: Any, owner: Owner | None) -> bool:
-    """Whether ``owner``'s run no longer exists, asked through the Task SDK's execution API (the
-    same count the sweep uses); False when there is no one to ask about."""
-    return owner is not None and ti.get_dr_count(dag_id=owner.dag_id, run_ids=[owner.run_id]) == 0
+    """Whether ``owner``'s run no longer exists (the sweep's ``run_exists``); False when there is
+    no one to ask about."""
+    return owner is not None and not run_exists(ti, owner.dag_id, owner.run_id)
 
 
 def require_logical_date(context: Any) -> str:

@@ -144,9 +144,15 @@ class ZetaSweepOperator(BaseOperator):
         return summary
 
 
+def run_exists(ti: Any, dag_id: str, run_id: str) -> bool:
+    """Whether Airflow still has the run (not deleted by a user, ``airflow db clean`` or a refused
+    backfill's clean-up), asked through the Task SDK's execution API."""
+    return ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) > 0
+
+
 def _run_state(ti: Any, dag_id: str, run_id: str) -> str | None:
     """The run's Airflow state, or None when the run does not exist (deleted)."""
-    if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
+    if not run_exists(ti, dag_id, run_id):
         return None
     return state_name(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
 
