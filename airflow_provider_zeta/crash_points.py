@@ -1,4 +1,4 @@
-"""Named crash points inside the triggerer, armed by a test (issue 16's "killed while emitting").
+"""Named crash points inside the triggerer, armed by a test (e.g. a triggerer killed while it emits an event).
 
 Theory of operation
     A deploy task's crash windows are ``ZetaSparkJobOperator.failure_window`` calls, which a test

@@ -1,4 +1,4 @@
-"""CPU seconds per Airflow component during each clean run of ``pipeline_bench.py`` (issue 16).
+"""CPU seconds per Airflow component during each clean run of ``pipeline_bench.py``.
 
 Theory of operation
     ``sample OUT`` reads every process's CPU time (utime + stime, ``/proc/<pid>/stat``) every 2 s

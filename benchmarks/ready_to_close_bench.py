@@ -10,7 +10,7 @@ Measures, per source count N:
   (parsing, verification, storage reads) without the API server's round trip, which the call
   counts let you add (one task-state call per poll; one XCom read per newly finished source).
 
-And the whole wait at N sources finishing one per poll (``--wait``, issue 14 item 10): the
+And the whole wait at N sources finishing one per poll (``--wait``): the
 trigger (``ReadyToCloseTrigger.run``, for real) started from the reports the sensor verified before
 it deferred, counting per poll the Airflow calls and ledger reads, the bytes it logs in all, and
 what the sensor's wake costs at the end (the event carries the ready set: one task-state call to

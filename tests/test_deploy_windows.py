@@ -47,7 +47,7 @@ def current_token(cluster, run_id: str) -> str | None:
     return records[latest]["token"]
 
 
-#: A deferred task whose driver succeeded is ended by its trigger, without a worker (issue 16):
+#: A deferred task whose driver succeeded is ended by its trigger, without a worker:
 #: its try reaches ``before_result`` only when it waits in its worker (``deferrable=False``).
 IN_WORKER_DAG_ID = "deploy_counting_in_worker"
 DAG_OF_WINDOW = {"before_result": IN_WORKER_DAG_ID}
@@ -264,7 +264,7 @@ def test_corrupt_ledger_fails_clearly_and_launches_nothing_more(fake_driver_clus
         if ti["try_number"] == 2:
             assert "zeta.deploy.corrupt_ledger" in task_log(cluster, run_id, 2)
         assert len(launches(log)) == 1
-        # Failing the try without a reusable driver stopped it first (issue 13, item 4).
+        # Failing the try without a reusable driver stopped it first.
         cluster.wait_for(lambda: not _process_alive(driver_pid), 60, "the hung driver stopped by the failing try")
     finally:
         for sig in (signal.SIGCONT, signal.SIGKILL):

@@ -1,4 +1,4 @@
-"""Hourly partitions on real Airflow components (issue 17; SQLite, fake drivers).
+"""Hourly partitions on real Airflow components (SQLite, fake drivers).
 
 ``pipeline_counting_hourly`` (tests/dags/pipeline_hourly.py) renders its partition from the spec
 ``ds={{ ds }}/hour={{ logical_date.strftime('%H') }}``. Two runs of one day, 10:00 and 11:00 UTC,

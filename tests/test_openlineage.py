@@ -1,4 +1,4 @@
-"""OpenLineage under real Airflow components (issue 17): the events the provider's listener emits.
+"""OpenLineage under real Airflow components: the events the provider's listener emits.
 
 One run of the three-source counting pipeline (fake drivers: the real bootstrap, no JVM) on a
 cluster whose every component has the OpenLineage provider enabled with its file transport and

@@ -1,5 +1,5 @@
 """The completed point on real Airflow components (fake drivers): crash windows, one Asset event
-per new commit, and two DAGs writing one table (issue 14 items 4, 5, 7).
+per new commit, and two DAGs writing one table.
 
 Oracles are the files on disk (``testing.published.read_partition``: every file of every source),
 the jobs' own launch log (which tokens ran and reported), the runs of an asset-scheduled consumer
@@ -116,7 +116,7 @@ def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_parti
     cluster.wait_for(lambda: consumer_runs(cluster) == consumed_before + 2, 90, "the consumer ran for the second commit")
     time.sleep(15)
     assert consumer_runs(cluster) == consumed_before + 2
-    # No empty pending directory of this run stays behind (issue 14 item 8); the crashed try's
+    # No empty pending directory of this run stays behind; the crashed try's
     # assembled partition may (the cleanup deletes it): it is not empty.
     for run_pending in (output / "_zeta_pending" / dag_id).glob("*"):
         assert any(run_pending.iterdir()), f"empty pending directory left: {run_pending}"

@@ -1,4 +1,4 @@
-"""When a waiting trigger looks again: cheap looks every tick, full looks on change (issue 16).
+"""When a waiting trigger looks again: cheap looks every tick, full looks on change.
 
 Theory of operation
     A trigger's *full look* is costly: the driver trigger reads and parses a ledger and checks a

@@ -798,7 +798,7 @@ class AirflowCluster:
                 raise ClusterError(f"import errors while waiting for {dag_id}: {json.dumps(errors, indent=1)}")
             # 404 (a JSON body with "detail") until the dag-processor has parsed the DAG's file: it
             # parses one file at a time, so on a fresh database one DAG can be there seconds
-            # before another (CI failed two cleanup tests on the first 404 of zeta_cleanup).
+            # before another.
             dag = last_answer[0] = self.api("GET", f"/dags/{dag_id}", expect=(200, 404))
             return dag if dag and dag.get("dag_id") == dag_id else None
 

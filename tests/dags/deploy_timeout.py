@@ -1,4 +1,4 @@
-"""ZetaSparkJobOperator with a job_timeout (issue 17): the counting job runs longer than allowed."""
+"""ZetaSparkJobOperator with a job_timeout: the counting job runs longer than allowed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""zeta_pipeline over the counting job, hourly partitions (issue 17; tests/test_hourly_partitions.py).
+"""zeta_pipeline over the counting job, hourly partitions (tests/test_hourly_partitions.py).
 
 Partition spec ``ds={{ ds }}/hour={{ logical_date.strftime('%H') }}``: two runs of one day publish
 ``ds=<day>/hour=10`` and ``ds=<day>/hour=11`` side by side in ``$AIRFLOW_HOME/pipeline-output-hourly``

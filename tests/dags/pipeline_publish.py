@@ -2,14 +2,14 @@
 
 * ``pipeline_counting_twin``: a second DAG writing the *same* table as ``pipeline_counting``
   (``$AIRFLOW_HOME/pipeline-output``) with the same pipeline id and the same Asset: two DAGs, one
-  table, one date (issue 14 item 5).
+  table, one date.
 * ``publish_windows``: the counting pipeline (three sources) wired by hand so that its completed
   point is ``WindowedCompletedPoint``: ``conf["crash_at"] = <window>`` kills the completed point's
   task process with SIGKILL the first time it reaches that named window (``conf["crash_marker"]``
   records it); so is its cleanup, ``WindowedDelayedCleanup`` (window ``after_record_file``). Output:
   ``$AIRFLOW_HOME/pipeline-output-windows``, Asset ``publish_windows.counting``.
 * ``publish_windows_consumer``: scheduled on that Asset; each of its runs is one event consumed
-  (issue 14 item 7: one event per new commit, none for a no-op re-execution).
+  (one event per new commit, none for a no-op re-execution).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """ZetaSparkJobOperator's adapter code with a fake task context (no Airflow components).
 
 The real driver bootstrap runs as a real process through tests/fake_spark (no JVM). Covers what
-the decision table cannot: that the actions stop drivers before a try ends (issue 13, item 4),
+the decision table cannot: that the actions stop drivers before a try ends,
 the order of the observation (item 6), the non-deferrable mode and the KubernetesExecutor refusal
 (item 6 of the brief).
 """

@@ -2,8 +2,8 @@
 
 A small wrapper runs ``runtime/driver.py`` after patching ``StateStorage.write_atomic`` to inject
 a storage fault at a chosen ledger write: a write that *hangs*, or a SIGTERM that arrives while
-the main thread is inside a write. Each test failed on the code before issue 13's fix (the driver
-kept running past its lease with a hung write; the SIGTERM handler deadlocked on the ledger lock).
+the main thread is inside a write. Each test fails on a driver that keeps running past its lease with a hung write, or whose SIGTERM
+handler deadlocks on the ledger lock.
 """
 
 from __future__ import annotations

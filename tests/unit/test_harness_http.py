@@ -1,6 +1,6 @@
 """The harness sends a REST request again when SQLite answered "database is locked" (its
-transaction rolled back: nothing was written), and only then (CI failed three tests on such 500s of
-POST /backfills and POST /dagRuns right after a scheduler restart)."""
+transaction rolled back: nothing was written), and only then (such 500s of POST /backfills and POST /dagRuns
+happen right after a scheduler restart)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Liveness across observers whose clocks disagree (issue 13, "by the observer's own clock").
+"""Liveness across observers whose clocks disagree (liveness is judged "by the observer's own clock").
 
 A driver is lost when no heartbeat *change* has been seen for ``lost_after`` by the observer's own
 clock. The observers are the deploy task's tries (worker hosts) and its trigger (the triggerer

@@ -1,4 +1,4 @@
-"""The provider's parts import one another in one direction only (issue 16).
+"""The provider's parts import one another in one direction only.
 
 Sensors and operators defer on triggers, so triggers (and the plugin, which only reads) must not
 import from sensors or operators: a trigger that reached into a sensor's module for the code both

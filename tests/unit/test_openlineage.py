@@ -1,4 +1,4 @@
-"""OpenLineage (issue 17): the deploy's Spark conf and the completed point's output, no Airflow components.
+"""OpenLineage: the deploy's Spark conf and the completed point's output, no Airflow components.
 
 * The deploy injects the parent job (and, when asked, the transport) into the spark-submit command
   the real ``SparkSubmitHook`` builds, with the values the OpenLineage provider's own functions give

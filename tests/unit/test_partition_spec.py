@@ -1,4 +1,4 @@
-"""Templated partition specs (issue 17): parsing and validation, nesting, the operators' templating.
+"""Templated partition specs: parsing and validation, nesting, the operators' templating.
 
 Partitions used to be fixed at ``ds=<ds>``: an hourly schedule's second run of a day failed with
 ``partition_of_another_owner``. ``zeta_pipeline(partition=...)`` and ``CompletedPointOperator``

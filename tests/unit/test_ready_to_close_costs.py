@@ -1,4 +1,4 @@
-"""Ready-to-close costs grow with what changes, not with the number of sources (issue 14 item 10).
+"""Ready-to-close costs grow with what changes, not with the number of sources.
 
 The trigger runs for real (``ReadyToCloseTrigger.run``) against an in-process stand-in for the
 Airflow API (task states, XCom reads) and real ledgers on a local state root; sources finish one

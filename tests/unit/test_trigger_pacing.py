@@ -1,4 +1,4 @@
-"""Triggers notice a finished driver within about a tick, without reading more (issue 16).
+"""Triggers notice a finished driver within about a tick, without reading more.
 
 The pacing rule (``core.pacing.Pacer``) on its own; the shared stat batch (``triggers.file_watch``)
 with real files; and both triggers run for real (``run()`` in an event loop, real sleeps) against
