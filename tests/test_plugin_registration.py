@@ -7,6 +7,7 @@ covers the default, and resolves to nothing in the other case (``plugins/entrypo
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -20,10 +21,27 @@ from airflow_provider_zeta.get_provider_info import get_provider_info
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 
 
-def test_provider_info_declares_the_plugin_and_the_extra_link():
+def _resolve(dotted: str):
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_provider_info_names_a_plugin_and_an_extra_link_that_exist():
+    """What Airflow imports from ``get_provider_info()`` by name: the plugin class is an
+    ``AirflowPlugin`` of the declared name, each extra link a ``BaseOperatorLink`` (a typo in a dotted
+    path would only show when Airflow loads providers eagerly)."""
+    from airflow.plugins_manager import AirflowPlugin
+    from airflow.sdk import BaseOperatorLink
+
     info = get_provider_info()
-    assert info["plugins"] == [{"name": "zeta", "plugin-class": "airflow_provider_zeta.plugins.monitor.ZetaMonitorPlugin"}]
-    assert info["extra-links"] == ["airflow_provider_zeta.plugins.links.ZetaDriverLink"]
+    (plugin,) = info["plugins"]
+    plugin_class = _resolve(plugin["plugin-class"])
+    assert issubclass(plugin_class, AirflowPlugin) and plugin_class.name == plugin["name"] == "zeta"
+    assert info["extra-links"], "the deploy's link to its driver is not declared"
+    for dotted in info["extra-links"]:
+        link = _resolve(dotted)
+        assert issubclass(link, BaseOperatorLink), dotted
+        assert link in [type(known) for known in plugin_class.operator_extra_links], f"{dotted} is not the plugin's"
 
 
 @pytest.mark.parametrize("lazy", ["True", "False"])

@@ -105,9 +105,9 @@ def test_zeta_settings_accept_timedelta_text_and_name_the_option(monkeypatch):
         ZetaSettings.load()
 
 
-def test_ready_to_close_sensor_is_retried_after_a_lost_worker_by_default():
-    """A worker killed while the sensor evaluates must not fail the run (the chaos run saw it):
-    the sensor retries by default; its verdicts fail without retry (AirflowFailException)."""
+def test_ready_to_close_sensor_has_retries_by_default_and_keeps_a_users_setting():
+    """A worker killed while the sensor evaluates must not fail the run: the sensor has retries by
+    default (its verdicts fail without retry, AirflowFailException), and a user's ``retries`` wins."""
     import datetime as dt
 
     from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor

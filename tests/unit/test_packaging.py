@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
+
+import pytest
 
 import airflow_provider_zeta
 from airflow_provider_zeta.get_provider_info import get_provider_info
@@ -15,16 +21,52 @@ PACKAGE = ROOT / "airflow_provider_zeta"
 SETUP = (ROOT / "setup.py").read_text()
 
 
-def test_one_version_source():
-    assert get_provider_info()["versions"] == [airflow_provider_zeta.__version__]
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    """The wheel a user's installer gets, built from this tree (no network: the build backend is
+    the one installed)."""
+    out = tmp_path_factory.mktemp("wheel")
+    # Built from a copy: setuptools writes build/ and *.egg-info/ into the tree it builds.
+    tree = tmp_path_factory.mktemp("tree")
+    for name in ("setup.py", "README.md", "LICENSE", "pyproject.toml"):
+        shutil.copy(ROOT / name, tree / name)
+    shutil.copytree(PACKAGE, tree / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), str(tree)],
+        check=True, capture_output=True, timeout=300,
+    )
+    (built,) = out.glob("airflow_provider_zeta-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def _dist_info(wheel: zipfile.ZipFile, name: str) -> str:
+    (path,) = [n for n in wheel.namelist() if n.endswith(f".dist-info/{name}")]
+    return wheel.read(path).decode()
+
+
+def test_the_wheel_carries_one_version_everywhere(wheel):
+    metadata = _dist_info(wheel, "METADATA")
+    version = re.search(r"^Version: (.+)$", metadata, re.M).group(1)
+    package_init = wheel.read("airflow_provider_zeta/__init__.py").decode()
+    assert re.search(rf'^__version__ = "{re.escape(version)}"$', package_init, re.M), "the module's version is not the wheel's"
+    assert get_provider_info()["versions"] == [version] == [airflow_provider_zeta.__version__]
     assert not re.search(r"version\s*=\s*[\"']\d", SETUP), "setup.py must read __version__, not spell a version"
 
 
-def test_license_and_type_marker_ship():
-    assert "Apache License" in (ROOT / "LICENSE").read_text()[:200]
-    assert "Version 2.0" in (ROOT / "LICENSE").read_text()[:200]
-    assert (PACKAGE / "py.typed").exists()
-    assert '"py.typed"' in SETUP
+def test_the_wheel_ships_license_type_marker_and_provider_entry_point(wheel):
+    names = wheel.namelist()
+    assert "airflow_provider_zeta/py.typed" in names
+    (license_file,) = [n for n in names if n.endswith("LICENSE") and ".dist-info/" in n]
+    assert "Apache License" in wheel.read(license_file).decode()[:200]
+    assert "License-Expression: Apache-2.0" in _dist_info(wheel, "METADATA") or "License: Apache-2.0" in _dist_info(wheel, "METADATA")
+    entry_points = _dist_info(wheel, "entry_points.txt")
+    assert re.search(r"\[apache_airflow_provider\]\s*\nprovider_info = airflow_provider_zeta\.get_provider_info:get_provider_info", entry_points)
+    # Only the package: no tests, DAGs, scripts or benchmarks of this repository.
+    top_levels = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top_levels == {"airflow_provider_zeta"}, top_levels
+    # Every module of the source tree is in the wheel (a package without __init__ would be left out).
+    sources = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")}
+    assert sources <= set(names), sorted(sources - set(names))
 
 
 def _imported_providers() -> set[str]:
