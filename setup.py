@@ -78,8 +78,19 @@ setup(
         "airflow.plugins": ["zeta=airflow_provider_zeta.plugins.entrypoint:ZetaMonitorPlugin"],
     },
     classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Environment :: Web Environment",
         "Framework :: Apache Airflow",
         "Framework :: Apache Airflow :: Provider",
+        "Intended Audience :: Developers",
+        "Intended Audience :: System Administrators",
+        # Liveness reads /proc and the kernel's boot id; the multi-host tests use Linux namespaces.
+        "Operating System :: POSIX :: Linux",
         "Programming Language :: Python :: 3",
+        # The one version CI runs (python_requires admits newer ones).
+        "Programming Language :: Python :: 3.11",
+        "Topic :: System :: Distributed Computing",
+        "Topic :: System :: Monitoring",
+        "Typing :: Typed",
     ],
 )

@@ -104,7 +104,19 @@ CONFIG_OPTIONS: dict[str, dict[str, str]] = {
 }
 
 
+#: The integration every module below belongs to (official providers group their modules by integration).
+INTEGRATION = "Zeta PySpark pipelines"
+MODULE_PREFIX = "airflow_provider_zeta"
+
+
+def _modules(integration_kind: str, *names: str) -> list[dict]:
+    return [{"integration-name": INTEGRATION, "python-modules": [f"{MODULE_PREFIX}.{integration_kind}.{n}" for n in names]}]
+
+
 def get_provider_info() -> dict:
+    """What ``ProvidersManager`` and ``airflow providers get airflow-provider-zeta`` read (it is
+    validated against Airflow's ``provider_info.schema.json``; ``tests/unit/test_provider_info.py``
+    checks every module named here exists and every operator, sensor, trigger and hook module is named)."""
     return {
         "package-name": PACKAGE_NAME,
         "name": "Zeta",
@@ -113,6 +125,25 @@ def get_provider_info() -> dict:
             "ready-to-close, exactly-once partition publish and delayed cleanup.\n"
         ),
         "versions": [VERSION],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://spark.apache.org/docs/latest/api/python/",
+                "how-to-guide": [
+                    "docs/operators/zeta_spark_job.md",
+                    "docs/operators/ready_to_close.md",
+                    "docs/operators/completed_point.md",
+                    "docs/operators/delayed_cleanup.md",
+                    "docs/operators/sweep.md",
+                    "docs/operators/checkpoint_freshness.md",
+                ],
+                "tags": ["apache", "spark"],
+            }
+        ],
+        "operators": _modules("operators", "spark_job", "completed_point", "cleanup", "sweep"),
+        "sensors": _modules("sensors", "ready_to_close", "checkpoint_freshness"),
+        "triggers": _modules("triggers", "driver", "driver_output", "ready_to_close", "checkpoint_freshness", "file_watch"),
+        "hooks": _modules("hooks", "spark_driver"),
         "plugins": [{"name": "zeta", "plugin-class": "airflow_provider_zeta.plugins.monitor.ZetaMonitorPlugin"}],
         "extra-links": ["airflow_provider_zeta.plugins.links.ZetaDriverLink"],
         "config": {
