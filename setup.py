@@ -32,7 +32,10 @@ setup(
     # PEP 561: the package ships its type hints.
     package_data={"airflow_provider_zeta": ["py.typed"]},
     install_requires=[
-        "apache-airflow>=3.3,<4",
+        # Capped to the minor release that is tested (constraints.txt pins it): the provider reaches a
+        # few non-public Task SDK members, each behind one adapter function whose test fails when the
+        # pinned Airflow changes it. A new Airflow minor release is admitted once the suite passes on it.
+        "apache-airflow>=3.3.2,<3.4",
         # The deploy drives SparkSubmitHook partly through non-public members (hooks/spark_driver.py):
         # capped below the next major version, the one tested is in constraints.txt.
         "apache-airflow-providers-apache-spark>=6.3,<7",

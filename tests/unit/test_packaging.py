@@ -96,6 +96,11 @@ def test_every_imported_provider_is_declared():
     missing = [d for d in sorted(imported) if f'"{d}' not in install_requires and d not in OPTIONAL_PROVIDERS]
     assert not missing, f"imported but not in install_requires: {missing}"
     assert re.search(r'"apache-airflow-providers-apache-spark>=[\d.]+,<\d', install_requires), "spark provider needs an upper bound"
+    # Non-public Airflow members are used behind adapters: Airflow itself is capped to the tested minor release.
+    tested = re.search(r"^apache-airflow==(\d+)\.(\d+)\.", (ROOT / "constraints.txt").read_text(), re.M)
+    cap = re.search(r'"apache-airflow>=[\d.]+,<(\d+)\.(\d+)"', install_requires)
+    assert tested and cap, "apache-airflow needs a minor-version cap and a pin in constraints.txt"
+    assert (int(cap[1]), int(cap[2])) == (int(tested[1]), int(tested[2]) + 1), "the cap admits an untested minor release"
     for distribution, extra in OPTIONAL_PROVIDERS.items():
         assert re.search(rf'"{extra}": \["{distribution}>=', extras), f"{distribution} is not the extra {extra!r}"
         assert f"\n{distribution}==" in (ROOT / "constraints.txt").read_text(), f"{distribution} not pinned in constraints.txt"
