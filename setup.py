@@ -61,6 +61,8 @@ setup(
             # `make lint` (run first by `make test`); configured in pyproject.toml.
             "ruff>=0.17",
             "mypy>=2.4",
+            # The import layers (pyproject.toml [tool.importlinter]), run by `make lint`.
+            "import-linter>=2.1",
             # The multi-host test runs CeleryExecutor workers on the Redis broker (tests/test_multi_host.py).
             "apache-airflow-providers-celery>=3.26",
             "celery[redis]>=5.5,<5.7",
