@@ -113,6 +113,13 @@ class StateStorage:
         protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
         return "file" in protocols or "local" in protocols
 
+    @property
+    def atomic_rename(self) -> bool:
+        """Whether a directory appears at once when renamed into place (a local filesystem).
+        Elsewhere (object stores, and filesystems reached through fsspec whose move is copy +
+        delete) a partition is committed by its marker and manifest instead (``core.publish``)."""
+        return self.is_local
+
     def path(self, relative: str) -> str:
         return posixpath.join(self.root, relative) if relative else self.root
 
@@ -149,6 +156,7 @@ class StateStorage:
         return True
 
     def list_dir(self, relative: str) -> list[str]:
+        self.fs.invalidate_cache(self.path(relative))  # another process may have written there
         try:
             return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path(relative), detail=False))
         except FileNotFoundError:
@@ -278,9 +286,24 @@ class StateStorage:
         else:
             self.fs.mv(source, target, recursive=True)
 
+    def copy_file(self, source_relative: str, target_relative: str) -> None:
+        """Copy one file within this storage (a server-side copy on an object store)."""
+        source, target = self.path(source_relative), self.path(target_relative)
+        if self.is_local:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        self.fs.cp_file(source, target)
+
+    def delete_file(self, relative: str) -> None:
+        """Delete one file; a file already gone is fine."""
+        try:
+            self.fs.rm_file(self.path(relative))
+        except FileNotFoundError:
+            pass
+
     def file_sizes(self, relative: str) -> dict[str, int]:
         """Relative path (below ``relative``) -> size in bytes of every file under it; {} when absent."""
         base = self.path(relative).rstrip("/")
+        self.fs.invalidate_cache(base)  # a cached listing would hide another process's writes
         try:
             found = self.fs.find(base, detail=True)
         except FileNotFoundError:
@@ -321,6 +344,39 @@ class StateStorage:
         except FileNotFoundError:
             return []
         return sorted(posixpath.relpath(p, base) for p in found)
+
+
+def committed_files(out: StateStorage, part: str) -> dict[str, int] | None:
+    """What a marker-aware reader of partition ``part`` of table ``out`` reads: the files its
+    commit marker's manifest names (path below the partition -> size), once every one of them is
+    there with that size; None while the partition is not committed (no marker, an unreadable
+    one, or files that do not match it yet: a publish or a replacement is under way or was
+    interrupted, and the publisher's retry completes or rolls it back).
+
+    Read the files it returns, nothing else, then call it again: the same commit id in between
+    (``_zeta_commit.json``'s ``commit_id``) means nothing was replaced while reading. Where a
+    directory rename is atomic (``atomic_rename``), a marker written before manifests existed
+    stands for every file of the partition."""
+    from airflow_provider_zeta.core.ledger import CorruptState
+    from airflow_provider_zeta.core.publish import COMMIT_MARKER, parse_commit_marker
+
+    try:
+        marker = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
+    except CorruptState:
+        return None
+    if marker is None:
+        return None
+    found = out.file_sizes(part)
+    if marker.manifest is None:
+        if not out.atomic_rename:
+            return None
+        return {name: size for name, size in found.items() if name != COMMIT_MARKER}
+    manifest = marker.manifest
+    if any(found.get(name) != size for name, size in manifest.items()):
+        return None
+    # Files it does not name (another owner's, racing a first publish) are not the commit's: the
+    # reader reads the manifest only.
+    return dict(manifest)
 
 
 def copy_tree(

@@ -17,8 +17,9 @@ source, ``source={name}``. The partition is the run's rendered partition spec (`
 3. **Rename** the assembled directory to ``{output}/<partition>`` in one step.
 
 Readers of ``{output}`` skip names starting with ``_`` (Spark, Hive, Arrow all do), so they see the
-partition with all its sources or not at all. On a local or HDFS-like filesystem the rename is
-atomic; object stores have no directory rename, see the docs.
+partition with all its sources or not at all where the rename is atomic (a local filesystem). On
+stores whose move is copy + delete (object stores) the marker, written last, commits instead: see
+"Stores without atomic rename" below.
 
 The commit id is a hash of (owner, partition, incarnation, sorted source tokens), where the owner
 is (``dag_id``, pipeline id, ``run_id``): ``scheduled__<ts>`` run ids repeat in every DAG, so a run
@@ -225,6 +226,10 @@ class CommitMarker:
     # "" in markers written before they were recorded: such an owner is never taken for deleted.
     logical_date: str = ""
     state_root_id: str = ""
+    # Every file of the partition (path below it -> size in bytes), the marker itself excepted:
+    # what a retry and a reader verify on a store without atomic rename (``manifest_problem``).
+    # None in markers written before manifests existed.
+    manifest: dict[str, int] | None = None
 
     @property
     def owner(self) -> Owner:
@@ -256,6 +261,11 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
             partition=str(data.get("partition", "")),
             logical_date=str(data.get("logical_date", "")),
             state_root_id=str(data.get("state_root_id", "")),
+            manifest=(
+                None
+                if data.get("manifest") is None
+                else {str(k): int(v) for k, v in data["manifest"].items()}
+            ),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as error:
         raise CorruptState(
@@ -289,8 +299,15 @@ def decide_publish(
     owner_run_deleted: bool = False,
     logical_date: str = "",
     state_root_id: str = "",
+    incomplete: str | None = None,
 ) -> PublishDecision:
     """What to do with the run's partition given what is there now. First matching rule wins.
+
+    ``incomplete``: why the partition's files do not match its marker's manifest
+    (``manifest_problem``; None when they match or when the store renames atomically). Such a
+    partition is not committed: it is never taken for published (``already_published``,
+    ``late_report_ignored``); its own owner's retry moves what is there aside and publishes
+    (``incomplete_commit``); another owner's stays untouched (``partition_of_another_owner``).
 
     Incarnations are compared only within one owner (DAG, pipeline, run): a partition published by
     another owner (two runs rendering the same partition, e.g. an hourly schedule with the default
@@ -340,8 +357,17 @@ def decide_publish(
         return PublishDecision(
             PublishAction.FAIL,
             "foreign_partition",
-            "the partition exists without a commit marker: it was not published by this provider, "
-            "and replacing it could lose data. Move it away, then clear the completed point.",
+            "the partition exists without a commit marker: it was not published by this provider (or, on a "
+            "store without atomic rename, another owner's publish is under way there), and replacing it "
+            "could lose data. Move it away, then clear the completed point.",
+        )
+    if incomplete is not None and same_owner(existing, owner) and existing.incarnation <= incarnation:
+        return PublishDecision(
+            PublishAction.REPLACE,
+            "incomplete_commit",
+            f"the partition's marker (commit {existing.commit_id}, incarnation {existing.incarnation}) does not "
+            f"match its files ({incomplete}): it is not committed. {owner.describe()} moves what is there aside "
+            "as a tombstone and publishes",
         )
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
@@ -354,10 +380,11 @@ def decide_publish(
                 f"a run that no longer exists in Airflow; {owner.describe()} replaces it and the old "
                 "partition becomes a tombstone",
             )
+        state = " (not complete: its files do not match its marker's manifest)" if incomplete else ""
         return PublishDecision(
             PublishAction.FAIL,
             "partition_of_another_owner",
-            f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}); "
+            f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}){state}; "
             f"{owner.describe()} renders the same partition. One partition belongs to one pipeline run: "
             "give each DAG/pipeline its own output table, give runs distinct partitions (a partition spec "
             "matching the schedule, e.g. partition=\"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}\" "
@@ -522,3 +549,185 @@ def staging_problem(
         name = resized[0]
         parts.append(f"{len(resized)} files of another size (e.g. {name}: {found[name]} bytes, recorded {recorded[name]})")
     return f"{head} differs from what its driver recorded at finish: " + "; ".join(parts)
+
+
+# Stores without atomic rename (object stores; HDFS-like filesystems whose move is copy + delete)
+# -----------------------------------------------------------------------------------------------
+# There a directory cannot appear at once, so a partition counts as committed only through its
+# marker, written last and naming a manifest (every file below the partition and its size). The
+# publisher writes an intent (``INTENT_FILE``) into its pending directory before it changes the
+# table; a retry finds it and completes or rolls back (``recovery_rule``). The file work, always
+# in the same idempotent order (``operators.completed_point``):
+#
+# 1. a replaced partition: its marker is deleted first (from then on it is not committed), its
+#    files are copied into the tombstone, the old marker is written there last, then its files
+#    are deleted from the partition;
+# 2. the new files are copied in from the pending directory, after checking that the partition
+#    holds nothing but the replaced partition's and this commit's files (``landing_problem``);
+# 3. right before the marker, the partition must hold exactly the manifest (``landing_problem``
+#    with ``complete=True``); the marker is written last, in one PUT.
+
+#: In a publisher's pending directory on a store without atomic rename: what it is committing.
+INTENT_FILE = "_zeta_intent.json"
+
+
+def manifest_problem(marker: CommitMarker, found: Mapping[str, int], atomic_rename: bool) -> str | None:
+    """Why the files ``found`` below a partition (relative path -> size, the marker included or
+    not) are not the ones its marker names; None when they are.
+
+    Where a directory rename is atomic a marker is only ever seen with its files, and a marker
+    written before manifests existed is trusted; elsewhere such a marker cannot be verified and
+    counts as incomplete."""
+    files = {name: size for name, size in found.items() if name != COMMIT_MARKER}
+    if marker.manifest is None:
+        return None if atomic_rename else "the marker names no manifest (written before manifests), so it cannot be verified"
+    missing = sorted(set(marker.manifest) - set(files))
+    extra = sorted(set(files) - set(marker.manifest))
+    resized = sorted(n for n in set(files) & set(marker.manifest) if files[n] != marker.manifest[n])
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} of {len(marker.manifest)} files missing (e.g. {missing[0]})")
+    if extra:
+        parts.append(f"{len(extra)} files it does not name (e.g. {extra[0]})")
+    if resized:
+        parts.append(f"{len(resized)} files of another size (e.g. {resized[0]})")
+    return "; ".join(parts) or None
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a publisher on a store without atomic rename is committing (``INTENT_FILE``).
+
+    ``partition``: where (relative to the table); ``marker``: the commit marker it writes last (its manifest names every file); ``pending``:
+    the directory (relative to the table) holding the assembled partition; ``replaced``: the
+    commit it replaces, with that commit's marker (``replaced_marker``, raw JSON) and files
+    (``replaced_files``) as they were before anything moved, and the ``tombstone`` they go to."""
+
+    marker: CommitMarker
+    partition: str
+    pending: str
+    replaced: str | None = None
+    replaced_marker: str | None = None
+    replaced_files: dict[str, int] | None = None
+    tombstone: str | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "marker": json.loads(self.marker.to_json()),
+                "partition": self.partition,
+                "pending": self.pending,
+                "replaced": self.replaced,
+                "replaced_marker": self.replaced_marker,
+                "replaced_files": self.replaced_files,
+                "tombstone": self.tombstone,
+            },
+            sort_keys=True,
+        ).encode()
+
+
+def parse_intent(raw: bytes | None, where: str) -> Intent | None:
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        marker = parse_commit_marker(json.dumps(data["marker"]).encode(), where)
+        if marker is None or marker.manifest is None:
+            raise ValueError("its marker names no manifest")
+        files = data.get("replaced_files")
+        return Intent(
+            marker=marker,
+            partition=str(data["partition"]),
+            pending=str(data["pending"]),
+            replaced=None if data.get("replaced") is None else str(data["replaced"]),
+            replaced_marker=None if data.get("replaced_marker") is None else str(data["replaced_marker"]),
+            replaced_files=None if files is None else {str(k): int(v) for k, v in files.items()},
+            tombstone=None if data.get("tombstone") is None else str(data["tombstone"]),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, CorruptState) as error:
+        raise CorruptState(
+            f"publish intent {where} is unreadable ({error}); what the interrupted publish was doing is "
+            "unknown. Inspect the partition and the intent; nothing was changed."
+        ) from None
+
+
+class RecoveryAction(str, Enum):
+    DONE = "done"  # the intent's commit is in place and verifies: only its pending directory is left
+    FORWARD = "forward"  # complete the commit (the file work is idempotent)
+    BACK = "back"  # give the commit up: remove what it copied into the partition, keep the rest
+
+
+@dataclass(frozen=True)
+class RecoveryDecision:
+    action: RecoveryAction
+    rule: str
+    reason: str
+
+
+def recovery_rule(
+    intent: Intent,
+    current: CommitMarker | CorruptState | None,
+    found: Mapping[str, int],
+    pending_found: Mapping[str, int],
+) -> RecoveryDecision:
+    """What a retry does with an intent left by a killed publisher of its run and partition.
+
+    ``current``: the partition's marker now; ``found``: its files now; ``pending_found``: the
+    files of the intent's assembled partition now. First matching rule wins."""
+    ours = intent.marker
+    if isinstance(current, CommitMarker) and current.commit_id == ours.commit_id:
+        if manifest_problem(current, found, atomic_rename=False) is None:
+            return RecoveryDecision(RecoveryAction.DONE, "intent_committed", f"commit {ours.commit_id} is in place and verifies")
+    if isinstance(current, CorruptState) or (
+        isinstance(current, CommitMarker) and current.commit_id not in (ours.commit_id, intent.replaced)
+    ):
+        who = (
+            f"{current.owner.describe()} (commit {current.commit_id})"
+            if isinstance(current, CommitMarker)
+            else "an unreadable marker"
+        )
+        return RecoveryDecision(
+            RecoveryAction.BACK,
+            "intent_partition_taken",
+            f"the partition now holds {who}: commit {ours.commit_id} is given up without touching it",
+        )
+    pending_problem = manifest_problem(ours, pending_found, atomic_rename=False)
+    if pending_problem is not None:
+        return RecoveryDecision(
+            RecoveryAction.BACK,
+            "intent_pending_lost",
+            f"the assembled partition of commit {ours.commit_id} is not complete ({pending_problem}): the files "
+            "it copied into the partition are removed; a replaced partition stays in its tombstone",
+        )
+    return RecoveryDecision(
+        RecoveryAction.FORWARD, "intent_completed", f"commit {ours.commit_id} was interrupted; completing it"
+    )
+
+
+def landing_problem(intent: Intent, found: Mapping[str, int], complete: bool = False) -> str | None:
+    """Why the files ``found`` in the partition (the marker excepted) show that someone else
+    writes there; None when they are only the replaced commit's and this commit's.
+
+    ``complete``: right before the marker is written the partition must hold exactly the
+    manifest (the replaced commit's files are in the tombstone by then)."""
+    files = {name: size for name, size in found.items() if name != COMMIT_MARKER}
+    manifest = intent.marker.manifest or {}
+    if complete:
+        extra = sorted(set(files) - set(manifest))
+        missing = sorted(n for n in manifest if files.get(n) != manifest[n])
+        if extra or missing:
+            example = (extra or missing)[0]
+            return (
+                f"the partition holds {len(extra)} files commit {intent.marker.commit_id} does not name and lacks "
+                f"{len(missing)} it names (e.g. {example}) right before its marker is written: another owner "
+                "writes there"
+            )
+        return None
+    expected = set(manifest) | set(intent.replaced_files or {})
+    foreign = sorted(set(files) - expected)
+    if foreign:
+        return (
+            f"the partition holds {len(foreign)} files that neither commit {intent.marker.commit_id} nor the "
+            f"partition it replaces names (e.g. {foreign[0]}): another owner writes there"
+        )
+    return None

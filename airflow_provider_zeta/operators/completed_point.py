@@ -58,14 +58,23 @@ OpenLineage
     tokens and rows, the publish rule). A failed try reports no output.
 
 Where the publish is atomic
-    On a local filesystem (and NFS, HDFS) a directory rename is atomic: readers see all sources or
-    none. Object stores (S3, GCS, Azure Blob) have no directory rename: fsspec copies object by
-    object, so a reader listing during the move can see part of the partition. There, read through
-    the commit marker (``_zeta_commit.json``) or use a table format with atomic commits.
+    On a local filesystem a directory rename is atomic: readers see all sources or none. Elsewhere
+    (object stores, and any store reached through fsspec, whose move is copy + delete;
+    ``StateStorage.atomic_rename``) the partition is committed by its marker, written last and
+    naming a manifest (every file and its size): before changing the table the task writes an
+    intent into its pending directory, removes a replaced partition's marker first, moves its
+    files to the tombstone, copies the new files in, checks that the partition holds exactly the
+    manifest, and writes the marker (``_publish_by_marker``). A retry after a kill at any point
+    completes or rolls back the commit (``recover_interrupted``, ``core.publish.recovery_rule``);
+    a marker whose files do not match its manifest is never taken for published. Readers that
+    must see whole commits there read ``storage.committed_files``; plain directory readers can see
+    a partition in the middle of a publish.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import posixpath
 import time
 import uuid
 from datetime import timedelta
@@ -87,14 +96,21 @@ from airflow_provider_zeta.core.publish import (
     asset_extra,
     check_partition_spec,
     commit_id,
+    INTENT_FILE,
+    Intent,
+    RecoveryAction,
     decide_publish,
     enclosing_partitions,
+    landing_problem,
+    manifest_problem,
     marker_for,
     nested_partitions,
     owner_run_to_look_up,
     parse_commit_marker,
+    parse_intent,
     partition_key,
     partition_path,
+    recovery_rule,
     should_announce,
     source_dir,
     staging_problem,
@@ -205,14 +221,15 @@ class CompletedPointOperator(BaseOperator):
         root_id = state_root_identity(state, create=True) or ""
         staging: dict[str, tuple[str, dict[str, int] | None]] | None = None
         tombstone = None
-        for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
+        if not out.atomic_rename:
+            # A try killed in the middle of a commit left its intent: complete it or roll it back
+            # before looking at the partition.
             try:
-                existing = parse_commit_marker(
-                    out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}")
-                )
+                recover_interrupted(out, (ti.dag_id, ti.run_id), part, self.log)
             except CorruptState as error:
-                existing = error
-            exists = out.exists(part)
+                raise AirflowFailException(f"[zeta.publish.corrupt_intent] {error}") from None
+        for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
+            exists, existing, incomplete, files = partition_state(out, part)
             decision = decide_publish(
                 ours,
                 incarnation,
@@ -220,10 +237,11 @@ class CompletedPointOperator(BaseOperator):
                 existing,
                 owner,
                 enclosing=enclosing_markers(out, part),
-                nested=nested_partitions(part, out.file_sizes(part)) if exists and existing is None else (),
+                nested=nested_partitions(part, files) if exists and existing is None else (),
                 owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner, logical_date, root_id)),
                 logical_date=logical_date,
                 state_root_id=root_id,
+                incomplete=incomplete,
             )
             self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is PublishAction.FAIL:
@@ -337,6 +355,26 @@ def require_logical_date(context: Any) -> str:
         raise AirflowFailException(str(error)) from None
 
 
+def partition_state(
+    out: StateStorage, part: str
+) -> tuple[bool, CommitMarker | CorruptState | None, str | None, dict[str, int]]:
+    """What ``decide_publish`` is given about the partition: whether it exists, its marker, why
+    its files do not match the marker's manifest (``core.publish.manifest_problem``; checked only
+    where a rename is not atomic) and its files (relative path -> size).
+
+    Where a rename is not atomic, a partition "exists" when it holds a file: a prefix without
+    objects is nothing, and an emptied directory is what a rolled-back publish leaves."""
+    try:
+        existing = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
+    except CorruptState as error:
+        existing = error
+    files = out.file_sizes(part)
+    if out.atomic_rename:
+        return out.exists(part), existing, None, files
+    incomplete = manifest_problem(existing, files, atomic_rename=False) if isinstance(existing, CommitMarker) else None
+    return bool(files), existing, incomplete, files
+
+
 def enclosing_markers(out: StateStorage, part: str) -> dict[str, CommitMarker | CorruptState]:
     """The commit markers of the partitions that would enclose ``part`` (``ds=X`` of ``ds=X/hour=13``)."""
     found: dict[str, CommitMarker | CorruptState] = {}
@@ -408,12 +446,17 @@ def publish_partition(
                 raise StagingMismatch(f"the copy into the pending partition: {copy_problem}")
             if log:
                 log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
-        out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
+        # The manifest: every file of the partition and its size, what a retry and a reader verify.
+        marker = dataclasses.replace(marker, manifest=out.file_sizes(f"{pending}/{part}"))
+        if out.atomic_rename:
+            out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
     except BaseException:
         _discard_pending(out, pending, run_pending)
         raise
     if before_swap is not None:
         before_swap()
+    if not out.atomic_rename:
+        return _publish_by_marker(out, part, pending, run_pending, marker, replaced_commit, run_key, log, between_renames)
     tombstone = None
     try:
         if replaced_commit is not None and out.exists(part):
@@ -448,3 +491,171 @@ def _discard_pending(out: StateStorage, pending: str, run_pending: str) -> None:
     """Delete this publisher's pending directory, then the run's and DAG's if now empty."""
     out.delete_tree(pending)
     out.remove_empty_dirs(run_pending, PENDING_LEVELS_TO_PRUNE)
+
+
+# -- stores without atomic rename: the marker, written last, commits ---------------------------------
+
+
+def _publish_by_marker(
+    out: StateStorage,
+    part: str,
+    pending: str,
+    run_pending: str,
+    marker: CommitMarker,
+    replaced_commit: str | None,
+    run_key: tuple[str, str],
+    log: Any,
+    between_renames: Any,
+) -> str | None:
+    """Commit the assembled ``<pending>/<part>`` where a rename is copy + delete: write the intent,
+    then do the idempotent file work (``_complete``) a retry repeats after a kill at any point."""
+    found = out.file_sizes(part)
+    raw = out.read_bytes(f"{part}/{COMMIT_MARKER}")
+    try:
+        current = parse_commit_marker(raw, out.url_of(f"{part}/{COMMIT_MARKER}"))
+    except CorruptState:
+        current = None
+        raw = None
+    if replaced_commit is None:
+        if found:  # a first publish never lands on top of what another owner wrote
+            _discard_pending(out, pending, run_pending)
+            raise PartitionTaken(f"{out.url_of(part)} appeared meanwhile ({len(found)} files)")
+        intent = Intent(marker, part, pending)
+    else:
+        if current is None or current.commit_id != replaced_commit:
+            _discard_pending(out, pending, run_pending)
+            raise PartitionTaken(f"{out.url_of(part)} no longer holds commit {replaced_commit}")
+        intent = Intent(
+            marker,
+            part,
+            pending,
+            replaced=replaced_commit,
+            replaced_marker=raw.decode() if raw is not None else None,
+            replaced_files={n: size for n, size in found.items() if n != COMMIT_MARKER},
+            tombstone=tombstone_dir(*run_key, part, replaced_commit),
+        )
+    # Before anything in the table changes: a retry finds it whatever point a kill hits.
+    out.write_atomic(f"{pending}/{INTENT_FILE}", intent.to_json())
+    try:
+        _complete(out, intent, log, between_renames)
+    except PartitionTaken:
+        _discard_pending(out, pending, run_pending)  # given up: its files are out of the partition
+        raise
+    _discard_pending(out, pending, run_pending)
+    return intent.tombstone
+
+
+def _complete(out: StateStorage, intent: Intent, log: Any = None, between_renames: Any = None) -> None:
+    """The file work of ``intent``, in an order every step of which a retry can repeat (see
+    ``core.publish``): the replaced partition's marker first, its files into the tombstone and the
+    old marker there last, the new files in, the new marker last. ``PartitionTaken`` (after
+    removing this commit's own files again) when another owner writes into the partition."""
+    part, ours = intent.partition, intent.marker
+    marker_path = f"{part}/{COMMIT_MARKER}"
+    try:
+        current = parse_commit_marker(out.read_bytes(marker_path), out.url_of(marker_path))
+    except CorruptState as error:
+        raise PartitionTaken(str(error)) from None
+    if current is not None:
+        if current.commit_id not in (intent.replaced, ours.commit_id):
+            _remove_own_files(out, intent)
+            raise PartitionTaken(f"{out.url_of(part)} was committed by {current.owner.describe()} meanwhile")
+        # The partition stops counting as committed before any of its files moves.
+        out.delete_file(marker_path)
+    if intent.tombstone is not None:
+        found = out.file_sizes(part)
+        old_files = intent.replaced_files or {}
+        if out.read_bytes(f"{intent.tombstone}/{COMMIT_MARKER}") is None:
+            for name in sorted(old_files):
+                if name in found:
+                    out.copy_file(f"{part}/{name}", f"{intent.tombstone}/{name}")
+            # Last: the tombstone is complete once it holds the old marker.
+            out.write_atomic(f"{intent.tombstone}/{COMMIT_MARKER}", (intent.replaced_marker or "{}").encode())
+        for name in sorted(old_files):
+            if name in found:
+                out.delete_file(f"{part}/{name}")
+        if log:
+            log.info("zeta.publish.tombstoned: commit %s -> %s", intent.replaced, out.url_of(intent.tombstone))
+        if between_renames is not None:
+            between_renames()
+    found = out.file_sizes(part)
+    problem = landing_problem(intent, found)
+    if problem is None:
+        manifest = ours.manifest or {}
+        for name in sorted(manifest):
+            if found.get(name) != manifest[name]:
+                out.copy_file(f"{intent.pending}/{part}/{name}", f"{part}/{name}")
+        # Checked again right before the marker: nothing but this commit's files, and no marker.
+        problem = landing_problem(intent, out.file_sizes(part), complete=True)
+        if problem is None and out.exists(marker_path):
+            problem = "a commit marker appeared meanwhile"
+    if problem is not None:
+        _remove_own_files(out, intent)
+        raise PartitionTaken(f"{out.url_of(part)}: {problem}")
+    out.write_atomic(marker_path, ours.to_json())  # the commit: one PUT, last
+
+
+def _remove_own_files(out: StateStorage, intent: Intent) -> None:
+    """Remove what ``intent``'s commit copied into its partition. Where another owner's files lie
+    beside them, only the files named after this commit's attempt tokens (metadata files such as
+    ``_SUCCESS`` share names across commits and are left to their owner)."""
+    found = out.file_sizes(intent.partition)
+    manifest = intent.marker.manifest or {}
+    others = landing_problem(intent, found) is not None
+    prefixes = tuple(f"{token}-" for token in intent.marker.tokens.values())
+    # The replaced partition's files are its own until its tombstone is complete (its marker there).
+    moved = intent.tombstone is None or out.read_bytes(f"{intent.tombstone}/{COMMIT_MARKER}") is not None
+    keep = set() if moved else set(intent.replaced_files or {})
+    for name in sorted(set(manifest) & set(found) - keep):
+        if not others or posixpath.basename(name).startswith(prefixes):
+            out.delete_file(f"{intent.partition}/{name}")
+
+
+def recover_interrupted(out: StateStorage, run_key: tuple[str, str], part: str, log: Any = None) -> list[str]:
+    """Complete or roll back every commit of this run into ``part`` that a killed try left half
+    done (its intent is still in the run's pending directory); the rules applied, in order.
+
+    Only where a rename is not atomic: elsewhere a commit is one rename and nothing is half done."""
+    run_pending = run_pending_dir(*run_key)
+    applied = []
+    for entry in out.list_dir(run_pending):
+        pending = f"{run_pending}/{entry}"
+        where = f"{pending}/{INTENT_FILE}"
+        intent = parse_intent(out.read_bytes(where), out.url_of(where))
+        if intent is None or intent.partition != part:
+            continue
+        try:
+            current = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(part))
+        except CorruptState as error:
+            current = error
+        decision = recovery_rule(intent, current, out.file_sizes(part), out.file_sizes(f"{pending}/{part}"))
+        if log:
+            log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
+        applied.append(decision.rule)
+        if decision.action is RecoveryAction.FORWARD:
+            try:
+                _complete(out, intent, log)
+            except PartitionTaken as error:
+                if log:
+                    log.info("zeta.publish.intent_partition_taken: %s; commit %s given up", error, intent.marker.commit_id)
+        elif decision.action is RecoveryAction.BACK:
+            _roll_back(out, intent, current)
+        _discard_pending(out, pending, run_pending)
+    return applied
+
+
+def _roll_back(out: StateStorage, intent: Intent, current: CommitMarker | CorruptState | None) -> None:
+    """Give ``intent``'s commit up: remove the files it copied in; a replaced partition whose
+    files were not moved yet gets its marker back, one already in its tombstone stays there."""
+    _remove_own_files(out, intent)
+    if current is not None or intent.tombstone is None:
+        return
+    old_files = intent.replaced_files or {}
+    found = out.file_sizes(intent.partition)
+    if out.read_bytes(f"{intent.tombstone}/{COMMIT_MARKER}") is None:
+        if all(found.get(name) == size for name, size in old_files.items()) and intent.replaced_marker:
+            out.write_atomic(f"{intent.partition}/{COMMIT_MARKER}", intent.replaced_marker.encode())
+        return
+    for name in sorted(old_files):  # already in the tombstone: finish moving them there
+        if name in found:
+            out.delete_file(f"{intent.partition}/{name}")
