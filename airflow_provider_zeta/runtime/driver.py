@@ -20,13 +20,19 @@ The bootstrap then
 4. meanwhile a heartbeat thread rewrites the ledger every ``heartbeat_interval`` seconds (heartbeat,
    checkpoints, Spark application id and UI URL) and polls the cancel marker; when the marker
    appears it cancels the Spark jobs, writes ``cancelled`` and exits the process;
-   a **lease watchdog** thread, with its own deadline, stops the process when no heartbeat write
-   has succeeded for the lease (``core.ledger.driver_lease``: a fraction of ``lost_after``,
-   counted by this process's monotonic clock from the *start* of its last successful write) —
-   whether the writes fail or hang. Coordinators count a driver as certainly stopped only after
-   its heartbeat has been silent longer than that (plus a margin), and only then redeploy;
+   the **lease** (``core.ledger.driver_lease``: a fraction of ``lost_after``, counted on
+   ``CLOCK_BOOTTIME`` — which keeps counting while the host is suspended — from the *start* of the
+   last successful write) ends the process when no write has renewed it in time, whether the
+   writes fail or hang: a kernel timer delivers ``SIGKILL`` at the deadline (no code of this
+   process runs first, even after a freeze), a separate watchdog process then kills the driver's
+   process group (the JVM), and a thread does the same where the kernel timer is unavailable
+   (``runtime/lease.py``). No write of any kind *starts* after the lease expired: ``write()``
+   checks it first, and so do the job's ``report()`` / ``checkpoint()``. Coordinators count a
+   driver as certainly stopped only after its heartbeat has been silent longer than that (plus a
+   margin), and only then redeploy;
 5. at the end writes the terminal status: ``succeeded`` (with output path, rows and metrics the job
-   reported), or ``failed`` with the error. ``SystemExit(0)`` counts as success.
+   reported), or ``failed`` with the error. ``SystemExit(0)`` counts as success. The lease stays
+   armed through that write: a terminal write that hangs ends the driver like a heartbeat that does.
 
 The driver computes and reports only (G8): it never publishes or deletes anything. Every ledger
 write is an atomic replace, and the terminal write happens under the same lock as heartbeats, after
@@ -57,6 +63,7 @@ if __package__ in (None, ""):
 
 from airflow_provider_zeta import runtime  # noqa: E402
 from airflow_provider_zeta.runtime import streaming  # noqa: E402
+from airflow_provider_zeta.runtime.lease import KernelKillTimer, LeaseWatchdogProcess, lease_now  # noqa: E402
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus, driver_lease  # noqa: E402
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE  # noqa: E402
 from airflow_provider_zeta.processes import host_id  # noqa: E402
@@ -73,6 +80,10 @@ class AttemptDeleted(RuntimeError):
     """The attempt's directory was deleted by the cleanup: stop and write nothing."""
 
 
+class LeaseExpired(RuntimeError):
+    """No write renewed the lease in time: a coordinator may count this driver lost. Write nothing."""
+
+
 class DriverBootstrap:
     def __init__(self, spec: dict[str, Any], user_args: list[str]) -> None:
         self.spec = spec
@@ -85,8 +96,14 @@ class DriverBootstrap:
         # may be on another host, or our cancel marker unreadable).
         self.lost_after = float(spec.get("lost_after", 60))
         self.lease = driver_lease(self.lost_after)
-        # Monotonic start of the last ledger write that succeeded: the lease counts from there.
-        self._renewed_at = time.monotonic()
+        # Start of the last ledger write that succeeded, on the lease clock (CLOCK_BOOTTIME: it
+        # counts while the host is suspended, unlike the monotonic clock): the lease counts from there.
+        self._renewed_at = lease_now()
+        # The launch started spark-submit in its own session: the group is this driver's (the JVM
+        # included), and the lease ends all of it.
+        self._kill_group = bool(spec.get("process_group"))
+        self._kill_timer: KernelKillTimer | None = None
+        self._watchdog_process: LeaseWatchdogProcess | None = None
         self.started_at = time.time()
         self._lock = threading.Lock()
         self._lock_owner: int | None = None  # thread holding _lock (the SIGTERM handler reads it)
@@ -162,13 +179,16 @@ class DriverBootstrap:
         the driver stops instead (a late arrival is a no-op). A ledger file missing from a directory that is still there is
         outside damage: the next write restores it.
         """
-        started = time.monotonic()
+        started = lease_now()
         try:
             with self._lock:
                 self._lock_owner = threading.get_ident()
                 try:
                     if self._terminal:
                         return False
+                    if self.lease_expired():
+                        # Past the lease nothing may start: a replacement may be running already.
+                        raise LeaseExpired(self.token)
                     if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
@@ -190,8 +210,12 @@ class DriverBootstrap:
                         self._terminal = True
                         raise AttemptDeleted(self.token) from None
                     self._renewed_at = max(self._renewed_at, started)
+                    self._arm_lease()
                     if status.terminal:
                         self._terminal = True
+                        if self._watchdog_process is not None:
+                            # The driver's work is over: its JVM may now shut down in its own time.
+                            self._watchdog_process.done()
                     return True
                 finally:
                     self._lock_owner = None
@@ -215,30 +239,51 @@ class DriverBootstrap:
                 self.write(LedgerStatus.RUNNING)
             except AttemptDeleted:
                 self._stop_deleted()
-            except Exception:  # a flaky store must not kill the job at once; the watchdog bounds it
+            except LeaseExpired:
+                self._lease_lost()
+            except Exception:  # a flaky store must not kill the job at once; the lease bounds it
                 traceback.print_exc()
 
     def lease_expired(self, now: float | None = None) -> bool:
         """No write that started within the lease has succeeded: coordinators may soon count us lost."""
-        return (time.monotonic() if now is None else now) - self._renewed_at > self.lease
+        return (lease_now() if now is None else now) - self._renewed_at > self.lease
+
+    def _start_lease(self) -> None:
+        """Arm the kernel timer and start the watchdog process at the first deadline."""
+        deadline = self._renewed_at + self.lease
+        try:
+            self._kill_timer = KernelKillTimer()
+        except (OSError, AttributeError) as unavailable:
+            print(f"[zeta] no kernel lease timer ({unavailable}); the lease watchdog thread enforces the lease", file=sys.stderr)
+        try:
+            self._watchdog_process = LeaseWatchdogProcess(deadline, self.lease, self._kill_group)
+        except OSError as unavailable:
+            print(f"[zeta] no lease watchdog process ({unavailable})", file=sys.stderr)
+        self._arm_lease()
+
+    def _arm_lease(self) -> None:
+        deadline = self._renewed_at + self.lease
+        if self._kill_timer is not None:
+            self._kill_timer.arm(deadline)
+        if self._watchdog_process is not None:
+            self._watchdog_process.renew(deadline)
+
+    def _lease_lost(self) -> None:
+        """End the driver now, with no I/O first: no print to a pipe a hung mount drains, no py4j
+        call (the watchdog process says why, after the kill)."""
+        if self._kill_group:
+            with contextlib.suppress(OSError):
+                os.killpg(os.getpgid(0), signal.SIGKILL)
+        os._exit(EXIT_LEASE_LOST)
 
     def _watchdog_loop(self) -> None:
         # Its own thread and deadline: a heartbeat write that hangs (a stuck NFS mount, an object
-        # store that never answers) blocks the heartbeat thread, never this one.
+        # store that never answers) blocks the heartbeat thread, never this one. The kernel timer
+        # normally ends the process first; this covers a host without one.
         period = max(0.05, min(1.0, self.lease / 20))
         while not self._stop.wait(period):
-            if self._terminal:
-                return
             if self.lease_expired():
-                silent = time.monotonic() - self._renewed_at
-                print(
-                    f"[zeta] no heartbeat renewed for {silent:.0f}s (lease {self.lease:.0f}s, lost after "
-                    f"{self.lost_after:.0f}s): stopping, the coordinator may redeploy this attempt",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                _cancel_spark_jobs()
-                os._exit(EXIT_LEASE_LOST)
+                self._lease_lost()
 
     def _stop_deleted(self) -> None:
         print(
@@ -252,7 +297,7 @@ class DriverBootstrap:
     def _cancel(self) -> None:
         print(f"[zeta] cancel marker found for attempt {self.token}: stopping the driver", file=sys.stderr, flush=True)
         _cancel_spark_jobs()
-        with contextlib.suppress(AttemptDeleted):
+        with contextlib.suppress(AttemptDeleted, LeaseExpired):
             self.write(LedgerStatus.CANCELLED, error="cancelled by the coordinator (cancel marker)")
         sys.stderr.flush()
         os._exit(EXIT_CANCELLED)
@@ -271,13 +316,14 @@ class DriverBootstrap:
         why = "cancelled by the coordinator (cancel marker)" if self.cancel_requested() else f"terminated by signal {signum}"
         status = LedgerStatus.CANCELLED if self.cancel_requested() else LedgerStatus.FAILED
         _cancel_spark_jobs()
-        with contextlib.suppress(AttemptDeleted):
+        with contextlib.suppress(AttemptDeleted, LeaseExpired):
             self.write(status, error=why)
         sys.stderr.flush()
         os._exit(EXIT_CANCELLED)
 
     def run(self) -> int:
         signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._start_lease()
         try:
             self.write(LedgerStatus.RUNNING, claim=True)  # 1. claim
         except AttemptDeleted:
@@ -304,26 +350,31 @@ class DriverBootstrap:
         threading.Thread(target=self._watchdog_loop, name="zeta-lease-watchdog", daemon=True).start()
         # Streaming progress and idle events record checkpoints as soon as the job's SparkSession exists.
         streaming.SessionWatcher(self.context.checkpoint, self._stop).start()
+        try:
+            # The heartbeat and the lease watchdog run until the terminal write is done: a terminal
+            # write that hangs is inside the lease like any other.
+            return self._run_job()
+        finally:
+            self._stop.set()
+
+    def _run_job(self) -> int:
         application = self.spec["application"]
         sys.argv = [application, *self.user_args]
         try:
-            try:
-                runpy.run_path(application, run_name="__main__")
-            except SystemExit as exit_:
-                if exit_.code not in (None, 0):
-                    return self._finish_failed(f"the job exited with status {exit_.code!r}")
-            except BaseException as error:  # the job's own failure, reported in the ledger
-                traceback.print_exc()
-                return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
-            # Listed while the heartbeat and the lease watchdog still run: a large or remote staging
-            # directory may take longer than the lease, and a silent driver would be judged lost.
-            try:
-                self.context._record_staged_files()
-            except Exception as error:  # an unreadable staging directory is this attempt's failure
-                traceback.print_exc()
-                return self._finish_failed(f"could not list the staged output: {type(error).__name__}: {error}"[:2000])
-        finally:
-            self._stop.set()
+            runpy.run_path(application, run_name="__main__")
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                return self._finish_failed(f"the job exited with status {exit_.code!r}")
+        except BaseException as error:  # the job's own failure, reported in the ledger
+            traceback.print_exc()
+            return self._finish_failed(f"{type(error).__name__}: {error}"[:2000])
+        # Listed while the heartbeat and the lease watchdog still run: a large or remote staging
+        # directory may take longer than the lease, and a silent driver would be judged lost.
+        try:
+            self.context._record_staged_files()
+        except Exception as error:  # an unreadable staging directory is this attempt's failure
+            traceback.print_exc()
+            return self._finish_failed(f"could not list the staged output: {type(error).__name__}: {error}"[:2000])
         return self._finish(LedgerStatus.SUCCEEDED, None, 0)
 
     def _finish_failed(self, error: str) -> int:
@@ -335,11 +386,16 @@ class DriverBootstrap:
         except AttemptDeleted:
             print(f"[zeta] attempt {self.token} was cleaned up before it ended; its result is dropped", file=sys.stderr)
             return EXIT_CANCELLED
+        except LeaseExpired:
+            self._lease_lost()
         return exit_code
 
     def _on_context_change(self) -> None:
         # Checkpoints and reports reach the ledger promptly, not only at the next heartbeat, but
-        # at most once a second: a streaming query may checkpoint far more often than that.
+        # at most once a second: a streaming query may checkpoint far more often than that. Past
+        # the lease the job's thread goes no further (a report after it must not reach anything).
+        if self.lease_expired():
+            self._lease_lost()
         now = time.monotonic()
         if now - self._last_change_write < 1.0:
             return
@@ -348,6 +404,8 @@ class DriverBootstrap:
             self.write(LedgerStatus.RUNNING)
         except AttemptDeleted:
             self._stop_deleted()
+        except LeaseExpired:
+            self._lease_lost()
         except Exception:
             traceback.print_exc()
 

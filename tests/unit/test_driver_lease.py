@@ -9,6 +9,7 @@ handler deadlocks on the ledger lock.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from airflow_provider_zeta.runtime import driver as bootstrap
 
 DRIVER = str(Path(bootstrap.__file__).resolve())
 ROOT = str(Path(__file__).resolve().parents[2])
+LEASE_ENDED = (bootstrap.EXIT_LEASE_LOST, -signal.SIGKILL)
 
 WRAPPER = textwrap.dedent(
     """
@@ -91,7 +93,8 @@ def test_a_driver_whose_heartbeat_write_hangs_stops_itself_within_its_lease(tmp_
     process, attempt, _ = _start(tmp_path, "hang", at=3, job_seconds=60, lost_after=2.0)
     started = time.monotonic()
     code, out = _wait(process, timeout=15)
-    assert code == bootstrap.EXIT_LEASE_LOST, f"driver still running or wrong exit {code}:\n{out}"
+    # Ended by the kernel's lease timer (SIGKILL) or by the driver itself, never left running.
+    assert code in LEASE_ENDED, f"driver still running or wrong exit {code}:\n{out}"
     # It stopped within the lease (0.7 x lost_after, counted from its last good write) plus slack,
     # well before an observer would count it as certainly stopped (1.25 x lost_after of silence).
     assert time.monotonic() - started < 2.0 * 1.25 + 3, out
@@ -148,5 +151,6 @@ def test_a_claim_that_outlasted_the_lease_runs_no_user_code(tmp_path):
     # have counted the attempt lost or deleted and launched another driver. This one must stop.
     process, attempt, ran = _start(tmp_path, "slow", at=1, job_seconds=1, lost_after=2.0)
     code, out = _wait(process, timeout=20)
-    assert code == bootstrap.EXIT_LEASE_LOST, out
-    assert "outlasted the lease" in out and not ran.exists()
+    # Either the kernel's lease timer ended it inside the claim, or it saw the claim come back late.
+    assert code in LEASE_ENDED, out
+    assert ("outlasted the lease" in out or "no heartbeat renewed" in out) and not ran.exists()
