@@ -301,7 +301,10 @@ def _failure_text(o: DeployObservation) -> str:
             f"(lost after {o.timing.lost_after:.0f}s)"
         )
         return f"driver {led.token} is lost: {why}"
-    return f"driver {led.token} ended {led.status.value}" + (f": {led.error}" if led.error else "")
+    # The driver's own error text is job-written and may hold what it printed: it goes to the task
+    # log only (the operator logs it there, masked); a decision's reason is read in exceptions,
+    # e-mails, callbacks and the component's own output.
+    return f"driver {led.token} ended {led.status.value}" + ("; its error is in the task log of this try" if led.error else "")
 
 
 def _stop_text(o: DeployObservation) -> str:
@@ -487,7 +490,13 @@ DEPLOY_TABLE: tuple[Row, ...] = (
     Row(
         "corrupt_ledger",
         lambda o: isinstance(o.ledger, CorruptState),
-        lambda o: _decision(Action.FAIL, "corrupt_ledger", str(o.ledger), token=_rec(o).token),
+        # What is wrong may quote the job-written file: it goes to the task log only (the operator).
+        lambda o: _decision(
+            Action.FAIL,
+            "corrupt_ledger",
+            f"the driver ledger of attempt {_rec(o).token} cannot be trusted; what is wrong with it is in the task log of this try",
+            token=_rec(o).token,
+        ),
     ),
     # -- a finished driver of this incarnation is reused, even one we had given up on: it ran, its
     #    result stands. One launched for an older incarnation (fenced by new_incarnation) is not.

@@ -43,8 +43,11 @@ on a 64 KiB adversarial input.
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import quote, quote_plus
 
 MASK = "***"
 
@@ -75,10 +78,23 @@ HTTP_SCHEMES = frozenset({"basic", "bearer", "negotiate", "token", "digest"})
 _TOKEN = re.compile(r"[\w.\-]+")
 _SCHEME = re.compile(r"(?<![A-Za-z0-9+.\-])[A-Za-z][A-Za-z0-9+.\-]{0,30}://")
 _URL_REST = re.compile(r"[^\s\"'<>`]*")
-PEM_BEGIN = _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-PEM_END = _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----")
-_SPACES = re.compile(r"[ \t]*")
+PEM_BEGIN = _PEM_BEGIN = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+PEM_END = _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_SPACES = re.compile(r"[ \t\u00a0]*")
 _WORD = re.compile(r"[^\s\"',;&}\])]*")
+_FLAG_VALUE = re.compile(r"[^\s\"']*")
+#: Terminal colour and cursor codes: a job's coloured ``password=`` must not hide the value.
+_ANSI = re.compile(r"\x1b\[[0-9;?]{0,32}[A-Za-z]")
+#: Separators a job writes between a key and its value besides ``=`` and ``:``.
+_WORD_SEPARATOR = re.compile(r"[ \t\u00a0]*(?:->|=>|\bis\b|%3[DdAa])[ \t\u00a0]*|\t[ \t]*")
+#: Hadoop's configuration XML: ``<name>fs.s3a.secret.key</name><value>X</value>``.
+_XML_VALUE = re.compile(r"</name>\s{0,8}<value>")
+#: Oracle's ``user/password@db`` (sqlplus, JDBC thin URLs), at a word start.
+_SLASH_AT = re.compile(r"(?<![\w/.:\-])([A-Za-z_][\w$#]{0,63})/([^\s/@\"']{1,256})@(?=[A-Za-z0-9\[(])")
+#: ``user:password@host`` without a scheme (a scheme's URL is masked by its own pass first).
+_USER_COLON_AT = re.compile(r"(?<![\w/.:@\-])([A-Za-z0-9_][\w.+\-]{0,63}):(?!/)([^\s@\"'<>]{1,256})@(?=[A-Za-z0-9\[])")
+#: ``mysql … -pSECRET``: the mysql client family takes its password glued to ``-p``.
+_MYSQL_GLUED = re.compile(r"\b(?:mysql\w*|mariadb\w*)\b[^\n]{0,200}?\s-p(?=[^\s-])([^\s]+)")
 
 
 def is_sensitive_key(key: str) -> bool:
@@ -98,7 +114,38 @@ def redact(text: object) -> str | None:
         return None
     if not isinstance(text, str):
         text = str(text)
-    return _mask_key_values(_mask_url_credentials(_mask_pem_blocks(text)))
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    text = _mask_url_credentials(_mask_pem_blocks(text))
+    text = _USER_COLON_AT.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
+    text = _SLASH_AT.sub(lambda m: f"{m.group(1)}/{MASK}@", text)
+    text = _MYSQL_GLUED.sub(lambda m: m.group(0)[: m.start(1) - m.start(0)] + MASK, text)
+    return _mask_key_values(text)
+
+
+def secret_variants(value: str) -> list[str]:
+    """The forms a printed ``value`` takes besides itself, for a value masker to know each whole:
+    URL-encoded (path, form), JSON-escaped once and twice (a JSON string inside JSON), repr- and
+    shell-style backslash escapes, HTML/XML escapes. Airflow's ``[logging] secret_mask_adapter``
+    idea, applied to what the deploy renders into a driver. Without repeats, ``value`` first."""
+    json_once = json.dumps(value)[1:-1]
+    backslashed = value.replace("\\", "\\\\")
+    candidates = [
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        json_once,
+        json.dumps(json_once)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        repr(value)[1:-1],
+        backslashed,
+        backslashed.replace('"', '\\"'),
+        backslashed.replace("'", "\\'"),
+        html.escape(value, quote=False),
+        html.escape(value),
+    ]
+    return list(dict.fromkeys(candidate for candidate in candidates if candidate))
 
 
 def redact_tail(text: str, starts_mid_file: bool) -> str:
@@ -207,9 +254,9 @@ def _mask_key_values(text: str) -> str:
             if not (flag in SENSITIVE_FLAGS_EXACT or is_sensitive_key(flag.lstrip("-"))):
                 continue
             if after < n and text[after] == "=":
-                span = _value_span_word(text, after + 1, allow_dash=True, spaces=False)
+                span = _value_span_word(text, after + 1, allow_dash=True, spaces=False, word=_FLAG_VALUE)
             else:
-                span = _value_span_word(text, after)
+                span = _value_span_word(text, after, word=_FLAG_VALUE)
             if span:
                 out.append(text[position : span[0]] + MASK)
                 position = search_from = span[1]
@@ -225,7 +272,9 @@ def _mask_key_values(text: str) -> str:
     return "".join(out)
 
 
-def _value_span_word(text: str, start: int, allow_dash: bool = False, spaces: bool = True) -> tuple[int, int] | None:
+def _value_span_word(
+    text: str, start: int, allow_dash: bool = False, spaces: bool = True, word: re.Pattern[str] = _WORD
+) -> tuple[int, int] | None:
     """The next word after ``start`` (a flag's value): quoted or up to a separator."""
     i = _end_of(_SPACES, text, start) if spaces else start
     if spaces and i == start:
@@ -236,7 +285,7 @@ def _value_span_word(text: str, start: int, allow_dash: bool = False, spaces: bo
         return i, _quoted_end(text, i)
     if text[i] == "-" and not allow_dash:
         return None  # the next flag, not a value
-    word_end = _end_of(_WORD, text, i)
+    word_end = _end_of(word, text, i)
     return (i, word_end) if word_end > i else None
 
 
@@ -244,18 +293,39 @@ def _key_value_span(text: str, after_key: int, in_query: bool) -> tuple[int, int
     """Where the value of a sensitive key starts and ends, and the closing quote to keep."""
     n = len(text)
     i = after_key
-    if i < n and text[i] in "\"'":  # "password": ...
+    quoted_key = False
+    if text.startswith("\\", i) and i + 1 < n and text[i + 1] in "\"'":  # \"password\": (escaped JSON)
+        i += 2
+        quoted_key = True
+    elif i < n and text[i] in "\"'":  # "password": ...
         i += 1
+        quoted_key = True
+    xml = _XML_VALUE.match(text, i)
+    if xml:  # <name>fs.s3a.secret.key</name><value>X</value>
+        stop = text.find("<", xml.end(), _line_end(text, xml.end()))
+        end = _line_end(text, xml.end()) if stop < 0 else stop
+        return (xml.end(), end, "") if end > xml.end() else None
     j = _end_of(_SPACES, text, i)
+    separator = _WORD_SEPARATOR.match(text, i)
     if j < n and text[j] in "=:":
         j += 2 if text[j : j + 2] == "=>" else 1
         j = _end_of(_SPACES, text, j)
+    elif separator and separator.end() > i:  # password -> x, password is x, password\tx, password%3Dx
+        j = separator.end()
+    elif quoted_key and j < n and text[j] == ",":  # ('spark.hadoop.fs.s3a.secret.key', 'x')
+        j = _end_of(_SPACES, text, j + 1)
+        if j >= n or text[j] not in "\"'":
+            return None
     elif j > i and j < n and text[j] in "\"'":
         pass  # key "value"
     else:
         return None
     if j >= n or text[j] == "\n":
         return None
+    if text.startswith("\\", j) and j + 1 < n and text[j + 1] in "\"'":  # \"x\" inside escaped JSON
+        close = text.find("\\" + text[j + 1], j + 2, _line_end(text, j))
+        end = _line_end(text, j) if close < 0 else close
+        return j + 2, end, ""
     if text[j] in "\"'":
         end = _quoted_end(text, j)
         closed = end > j + 1 and text[end - 1] == text[j]
@@ -265,7 +335,7 @@ def _key_value_span(text: str, after_key: int, in_query: bool) -> tuple[int, int
         j = _end_of(_SPACES, text, scheme_end)
     if in_query:
         stop = j
-        while stop < n and text[stop] not in "&#\n \t\"'<>":
+        while stop < n and text[stop] not in "&#\n \t\"'<>" and not text.startswith("%26", stop):
             stop += 1
         return (j, stop, "") if stop > j else None
     end = _line_end(text, j)

@@ -584,6 +584,11 @@ class ZetaSparkJobOperator(BaseOperator):
             decision = decide(observation)
             self.log.info("zeta.deploy.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is Action.FAIL:
+                if isinstance(observation.ledger, CorruptState):  # job-written: the task log only, masked
+                    from airflow_provider_zeta.triggers.driver_output import mask_driver_line, register_worker_secrets
+
+                    register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
+                    self.log.error("zeta.deploy.%s: %s", decision.rule, mask_driver_line(str(observation.ledger)[:_MAX_ERROR_CHARS]))
                 # Ending the try without a reusable driver: stop the token's driver first.
                 if decision.token:
                     self._cancel_token(context, storage, decision.token, _handle_of(observation.record))
@@ -636,12 +641,24 @@ class ZetaSparkJobOperator(BaseOperator):
         ended = isinstance(observation.ledger, Ledger) and observation.ledger.status.terminal
         record = self._own_record(context, observation, failure_reported_try=observation.try_number)
         self._write_record(context, record.with_changes(driver_ended=record.driver_ended or ended))
-        from airflow_provider_zeta.triggers.driver_output import register_worker_secrets
+        from airflow_provider_zeta.triggers.driver_output import mask_driver_line, register_worker_secrets
 
-        # The tail goes into this try's log: this process's masker must know what the driver had.
+        # The driver's error and tail go into this try's log only, through the task's (masked)
+        # logger, masked here by value first: this process's masker must know what the driver had.
+        # The exception carries no driver text: Airflow hands it to failure e-mails, callbacks and
+        # listeners unmasked.
         register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
-        tail = _log_tail(storage.child(attempt_dir(*self._key(context), decision.token or "")))
-        raise AirflowException(f"[zeta.deploy.{decision.rule}] {decision.reason}{tail}")
+        token = decision.token or ""
+        error = observation.ledger.error if isinstance(observation.ledger, Ledger) else None
+        if error:
+            self.log.error("zeta.deploy.%s: driver %s reported: %s", decision.rule, token, mask_driver_line(str(error)[:_MAX_ERROR_CHARS]))
+        tail = _log_tail(storage.child(attempt_dir(*self._key(context), token)))
+        if tail:
+            self.log.error("zeta.deploy.%s: driver %s, %s", decision.rule, token, tail.lstrip("\n"))
+        raise AirflowException(
+            f"[zeta.deploy.{decision.rule}] {decision.reason} (attempt {token}); the driver's error and the last "
+            "lines of its output are in the task log of this try"
+        )
 
     def _fence(self, context, storage, observation: DeployObservation) -> None:
         assert isinstance(observation.record, AttemptRecord)
@@ -911,10 +928,16 @@ def _driver_log_path(storage: StateStorage, relative: str, token: str) -> str:
     return f"{tempfile.gettempdir()}/zeta-driver-logs/{token}.log"
 
 
+#: The driver's error text logged at most (a job can write megabytes there).
+_MAX_ERROR_CHARS = 8192
+
+
 def _log_tail(attempt: StateStorage, lines: int = 25) -> str:
-    # h15: read with read_local_tail's checks (no symlink, hard link or foreign file) and masked
-    # by form; the task's log masks known secret values on top.
+    """The last ``lines`` of the driver's output for the task log: read with ``read_local_tail``'s
+    checks (no symlink, hard link or foreign file), masked by value first (every registered value,
+    whole), then by form."""
     from airflow_provider_zeta.core.redaction import redact_tail
+    from airflow_provider_zeta.triggers.driver_output import mask_by_value
 
     try:
         if attempt.is_local:
@@ -926,6 +949,11 @@ def _log_tail(attempt: StateStorage, lines: int = 25) -> str:
         return f"\n--- the driver log is not shown: {refused} ---"
     if not raw:
         return ""
-    text = redact_tail(raw.decode(errors="replace"), starts_mid_file=len(raw) >= 20000)
+    text = raw.decode(errors="replace")
+    starts_mid_file = len(raw) >= 20000
+    if starts_mid_file:  # the first, partial line may hold a fragment of a value: never shown
+        newline = text.find("\n")
+        text = "" if newline < 0 else text[newline + 1 :]
+    text = redact_tail(mask_by_value(text), starts_mid_file=False)
     tail = "\n".join(text.splitlines()[-lines:])
     return f"\n--- last lines of the driver log {where} ---\n{tail}" if tail else ""

@@ -187,7 +187,10 @@ class ZetaDriverTrigger(BaseTrigger):
         try:
             ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), self.token, where)
         except CorruptState as error:
-            view, detail = LedgerView.LOST, f"unreadable ledger: {error}"
+            from airflow_provider_zeta.triggers.driver_output import mask_driver_line
+
+            # It may quote the job-written file: masked, as the driver's output is, and kept short.
+            view, detail = LedgerView.LOST, f"unreadable ledger: {mask_driver_line(str(error)[:2048])}"
         else:
             self._ledger = ledger
             if ledger is not None:

@@ -57,7 +57,15 @@ import time
 from typing import Any, Iterable, Mapping, Sequence
 
 from airflow_provider_zeta.core.paths import DRIVER_LOG, DRIVER_LOG_CHUNKS
-from airflow_provider_zeta.core.redaction import MASK, PEM_BEGIN, PEM_END, driver_secret_values, is_sensitive_key, redact
+from airflow_provider_zeta.core.redaction import (
+    MASK,
+    PEM_BEGIN,
+    PEM_END,
+    driver_secret_values,
+    is_sensitive_key,
+    redact,
+    secret_variants,
+)
 
 OFFSET_FILE = "driver.log.offset"
 MAX_BYTES_PER_POLL = 64 * 1024
@@ -79,21 +87,28 @@ def connections_visible_to_driver(conn_id: str | None, environment: Mapping[str,
     return sorted(found)
 
 
-def split_lines(data: bytes, max_line: int, final: bool) -> tuple[list[str], int]:
+def split_lines(data: bytes, max_line: int, final: bool, keep_whole: Sequence[bytes] = ()) -> tuple[list[str], int]:
     """Complete lines of ``data`` (decoded, without newline) and how many bytes they used.
 
     An unterminated rest is left for the next poll unless it is longer than ``max_line`` or this is
-    the ``final`` read (the driver has ended), then it is taken as it is.
+    the ``final`` read (the driver has ended), then it is taken as it is. A line longer than
+    ``max_line`` is cut into pieces, never inside one of ``keep_whole`` (the registered secret
+    values: each piece is masked alone, so a value across a cut would reach the log in halves);
+    a cut whose value might continue past what was read waits for the next poll.
     """
     lines: list[str] = []
     used = 0
+    longest = max((len(value) for value in keep_whole), default=0)
     while used < len(data):
         newline = data.find(b"\n", used, used + max_line + 1)
         if newline < 0:
             rest = len(data) - used
             if rest > max_line:
-                lines.append(data[used : used + max_line].decode(errors="replace") + " …(line cut)")
-                used += max_line
+                if not final and used and rest < max_line + longest:
+                    break  # the piece's end is not all here yet: next poll, from this line's piece
+                cut = safe_cut(data, used, used + max_line, keep_whole)
+                lines.append(data[used:cut].decode(errors="replace") + " …(line cut)")
+                used = cut
                 continue
             if final and rest:
                 lines.append(data[used:].decode(errors="replace"))
@@ -102,6 +117,27 @@ def split_lines(data: bytes, max_line: int, final: bool) -> tuple[list[str], int
         lines.append(data[used:newline].decode(errors="replace").rstrip("\r"))
         used = newline + 1
     return lines, used
+
+
+def safe_cut(data: bytes, start: int, cut: int, values: Sequence[bytes], rounds: int = 64) -> int:
+    """``cut`` moved so that no occurrence of any of ``values`` in ``data`` spans it: before the
+    occurrence, or after it when it begins the piece (a piece is then longer than the cut). Also
+    never inside a UTF-8 character."""
+    for _ in range(rounds):
+        moved = False
+        for value in values:
+            size = len(value)
+            if size < 2:
+                continue
+            found = data.find(value, max(start, cut - size + 1), min(len(data), cut + size - 1))
+            if 0 <= found < cut < found + size:
+                cut = found if found > start else found + size
+                moved = True
+        if not moved:
+            break
+    while start < cut < len(data) and (data[cut] & 0xC0) == 0x80:  # a UTF-8 continuation byte
+        cut -= 1
+    return cut if cut > start else min(len(data), start + 1)
 
 
 class DriverOutput:
@@ -146,18 +182,19 @@ class DriverOutput:
         return {"offset": self.offset, "conn_ids": list(self.conn_ids), "sealed_secrets": self.sealed_secrets}
 
     async def register_secrets(self, log) -> None:
-        """Let Airflow's masker know the secrets of every connection the driver can reach."""
+        """Let Airflow's masker know the secrets of every connection the driver can reach, and
+        each one's variants (``core.redaction.secret_variants``)."""
         from airflow.sdk import BaseHook
 
         for conn_id in self.conn_ids:
             try:
                 connection = await BaseHook.aget_connection(conn_id)  # masks password and extra
-                await connection.aextra_dejson()  # masks extra values under sensitive key names
+                extra = await connection.aextra_dejson()  # masks extra values under sensitive key names
+                values = driver_secret_values({}, {}, (), [{"password": connection.password, "extra": extra}], _sensitive_name)
+                await aregister_secret_values(values)
             except Exception as error:  # an unknown id in the environment is not an error here
                 log.info("zeta.driver_output: connection %r not registered for masking: %s", conn_id, type(error).__name__)
         if self.sealed_secrets:
-            from airflow.sdk.log import amask_secret
-
             try:
                 values = unseal_secrets(self.sealed_secrets)
             except Exception as error:  # a triggerer without the workers' [core] fernet_key
@@ -167,8 +204,7 @@ class DriverOutput:
                     type(error).__name__,
                 )
                 return
-            for value in values:
-                await amask_secret(value)
+            await aregister_secret_values(values)
 
     def _storage(self):
         if self._attempt is None:
@@ -226,7 +262,9 @@ class DriverOutput:
                 return lines
             data, start, size, complete = found
         # The last, unterminated line counts only when nothing can follow it.
-        text_lines, used = split_lines(data, self.max_line, final and complete and start + len(data) >= size)
+        text_lines, used = split_lines(
+            data, self.max_line, final and complete and start + len(data) >= size, keep_whole=registered_values_bytes()
+        )
         lines.extend(self._mask(text_lines))
         if used:
             self.offset = start + used
@@ -234,9 +272,12 @@ class DriverOutput:
         return lines
 
     def _mask(self, lines: list[str]) -> list[str]:
-        """``redact`` line by line, carrying "inside a private key block" from line to line."""
+        """Each line whole through Airflow's value masker first (``mask_driver_line``), then
+        ``redact``'s patterns over what is left, carrying "inside a private key block" from line to
+        line."""
         masked = []
         for line in lines:
+            line = mask_by_value(line)
             if self.in_private_key:
                 end = PEM_END.search(line)
                 if end is None:
@@ -323,6 +364,79 @@ class DriverOutput:
         return lines
 
 
+# ---------------------------------------------------------------- Airflow's value masker
+
+#: Every value this process registered through ``register_secret_values`` (variants included):
+#: a cut of a long line never splits one, and they are replaced longest first.
+_REGISTERED: set[str] = set()
+_REGISTERED_STATE: dict[str, Any] = {"bytes": (), "pattern": None}
+#: Airflow's ``[logging] min_length_masked_secret`` default: shorter values are not masked by value.
+MIN_VALUE_LENGTH = 5
+
+
+def _airflow_secrets_masker():
+    """The one place that names Airflow's masker module: the Task SDK has a public ``mask_secret``
+    (``airflow.sdk.log``) but no public way to apply the masker to a string, nor its sensitive-name
+    test (the module Airflow names in place of the deprecated
+    ``airflow.sdk.execution_time.secrets_masker``)."""
+    from airflow.sdk._shared import secrets_masker
+
+    return secrets_masker
+
+
+def _remember(values: Iterable[str]) -> list[str]:
+    new = [variant for value in values for variant in secret_variants(str(value)) if len(variant) >= MIN_VALUE_LENGTH]
+    if not set(new) <= _REGISTERED:
+        import re
+
+        _REGISTERED.update(new)
+        ordered = sorted(_REGISTERED, key=len, reverse=True)
+        _REGISTERED_STATE["bytes"] = tuple(value.encode() for value in ordered)
+        _REGISTERED_STATE["pattern"] = re.compile("|".join(map(re.escape, ordered)))
+    return new
+
+
+def register_secret_values(values: Iterable[str]) -> None:
+    """Register ``values`` and their printed variants with Airflow's masker of this process (and,
+    in a task, its supervisor's)."""
+    from airflow.sdk.log import mask_secret
+
+    for variant in _remember(values):
+        mask_secret(variant)
+
+
+async def aregister_secret_values(values: Iterable[str]) -> None:
+    """``register_secret_values`` for the triggerer's event loop."""
+    from airflow.sdk.log import amask_secret
+
+    for variant in _remember(values):
+        await amask_secret(variant)
+
+
+def forget_registered_values() -> None:
+    """Forget what ``register_secret_values`` registered here (tests: another process's view)."""
+    _REGISTERED.clear()
+    _REGISTERED_STATE.update(bytes=(), pattern=None)
+
+
+def registered_values_bytes() -> tuple[bytes, ...]:
+    return _REGISTERED_STATE["bytes"]
+
+
+def mask_by_value(text: str) -> str:
+    """``text`` with every value Airflow's masker knows replaced, then every value registered here
+    (longest first: Airflow's alternation of values does not prefer the longer of two that share a
+    prefix)."""
+    text = _airflow_secrets_masker().redact(text)
+    pattern = _REGISTERED_STATE["pattern"]
+    return pattern.sub(MASK, text) if pattern is not None else text
+
+
+def mask_driver_line(line: str) -> str:
+    """One line of driver output as the task log gets it: by value first, whole, then by form."""
+    return redact(mask_by_value(line)) or ""
+
+
 def log_lines(log, token: str, lines: Iterable[str]) -> None:
     """Write driver lines to the trigger's (so the task's) log, one log record per line."""
     for line in lines:
@@ -363,10 +477,7 @@ def register_worker_secrets(
     driver output itself: a non-deferrable wait, the rest after the trigger, a failure's log
     tail). Never fails the try."""
     try:
-        from airflow.sdk.log import mask_secret
-
-        for value in worker_secret_values(worker_conn_ids(conn_id, env_vars), env_vars, conf, application_args, log):
-            mask_secret(value)
+        register_secret_values(worker_secret_values(worker_conn_ids(conn_id, env_vars), env_vars, conf, application_args, log))
     except Exception as error:
         log.warning("zeta.driver_output: the driver's secret values could not be registered for masking (%s)", type(error).__name__)
 
@@ -467,7 +578,4 @@ def _worker_connection(conn_id: str, env_vars: Mapping[str, str]):
 
 def _sensitive_name(name: str) -> bool:
     """Sensitive by this provider's key test or by Airflow's (``[core] sensitive_var_conn_names``)."""
-    # The module Airflow names in place of the deprecated airflow.sdk.execution_time.secrets_masker.
-    from airflow.sdk._shared.secrets_masker import should_hide_value_for_key
-
-    return is_sensitive_key(name) or bool(should_hide_value_for_key(name))
+    return is_sensitive_key(name) or bool(_airflow_secrets_masker().should_hide_value_for_key(name))
