@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_provider_zeta.core.durations import duration_seconds
+from airflow_provider_zeta.core.ledger import lease_timing_error
 from airflow_provider_zeta.get_provider_info import CONFIG_OPTIONS
 from airflow_provider_zeta.storage import StateStorage
 
@@ -29,11 +30,15 @@ class ZetaSettings:
         def number(name: str) -> float:
             return duration_seconds(get(name), f"[zeta] {name}")
 
+        heartbeat, lost_after = number("driver_heartbeat_interval"), number("driver_lost_after")
+        refused = lease_timing_error(heartbeat, lost_after, "[zeta] driver_heartbeat_interval", "[zeta] driver_lost_after")
+        if refused:
+            raise ValueError(f"[zeta.settings.lease_timing] {refused}")
         return cls(
             state_root=get("state_root"),
             cleanup_retention=number("cleanup_retention"),
-            driver_heartbeat_interval=number("driver_heartbeat_interval"),
-            driver_lost_after=number("driver_lost_after"),
+            driver_heartbeat_interval=heartbeat,
+            driver_lost_after=lost_after,
             poll_interval=number("poll_interval"),
             spark_history_server_url=history_server_url(get("spark_history_server_url")),
             spark_ui_allowed_hosts=tuple(h.strip().lower() for h in get("spark_ui_allowed_hosts").split(",") if h.strip()),

@@ -77,6 +77,7 @@ The protocol that makes the table safe:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
@@ -649,7 +650,17 @@ DEPLOY_TABLE: tuple[Row, ...] = (
 )
 
 
+def launch_timing(timing: Timing, record: object) -> Timing:
+    """The timing an attempt is judged by: its driver's lease was fixed at its launch
+    (``AttemptRecord.lost_after``), so today's ``lost_after`` does not apply to it. A lowered setting
+    would otherwise count a driver stopped while its own, longer lease still runs."""
+    if isinstance(record, AttemptRecord) and record.lost_after is not None and record.lost_after > 0:
+        return dataclasses.replace(timing, lost_after=record.lost_after)
+    return timing
+
+
 def decide(observation: DeployObservation) -> Decision:
+    observation = dataclasses.replace(observation, timing=launch_timing(observation.timing, observation.record))
     for row in DEPLOY_TABLE:
         if row.when(observation):
             return row.then(observation)

@@ -214,6 +214,24 @@ def driver_lease(lost_after: float) -> float:
     return LEASE_FRACTION * lost_after
 
 
+def lease_timing_error(heartbeat_interval: float, lost_after: float, heartbeat_name: str, lost_after_name: str) -> str | None:
+    """Why a heartbeat interval cannot keep a driver's lease (``zeta.settings.lease_timing``), or None.
+
+    The driver renews its lease with each heartbeat write; the lease is ``LEASE_FRACTION`` of
+    ``lost_after``. A heartbeat interval of that or more stops every driver by its own lease (a
+    healthy driver ended, redeployed, ended again): refused when the settings are read.
+    """
+    if heartbeat_interval <= 0 or lost_after <= 0:
+        return f"{heartbeat_name} ({heartbeat_interval:g}s) and {lost_after_name} ({lost_after:g}s) must both be positive"
+    if heartbeat_interval < LEASE_FRACTION * lost_after:
+        return None
+    return (
+        f"{heartbeat_name} ({heartbeat_interval:g}s) must be less than {LEASE_FRACTION} x {lost_after_name} "
+        f"({LEASE_FRACTION * lost_after:g}s): a driver stops itself when no heartbeat renewed its lease "
+        f"for {LEASE_FRACTION} x {lost_after_name}. Lower {heartbeat_name} or raise {lost_after_name}."
+    )
+
+
 #: Longest token, mark or clock identity a persisted observation may carry: the stored value stays
 #: small whatever it is handed (tokens are 16 hex digits, marks "<beat>/<float>", clocks ~60 chars).
 _SEEN_TEXT_LIMIT = 200
@@ -366,6 +384,11 @@ class AttemptRecord:
     # The identity of the state root the launch wrote to (storage.state_root_identity): an
     # observer that finds the attempt gone takes that as the run's cleanup only on the same root.
     state_root_id: str | None = None
+    # The lease timing the driver was launched with (its spec): its lease is 0.7 x this lost_after
+    # whatever the settings say later, so observers judge this attempt by these (None: an older
+    # record; today's settings judge it).
+    lost_after: float | None = None
+    heartbeat_interval: float | None = None
 
     def to_value(self) -> dict[str, Any]:
         data = asdict(self)
@@ -406,6 +429,8 @@ def parse_attempt_record(value: Any, where: str) -> AttemptRecord | None:
             intent_on_storage=bool(value.get("intent_on_storage", False)),
             driver_ended=bool(value.get("driver_ended", False)),
             state_root_id=None if value.get("state_root_id") is None else str(value["state_root_id"]),
+            lost_after=None if value.get("lost_after") is None else float(value["lost_after"]),
+            heartbeat_interval=None if value.get("heartbeat_interval") is None else float(value["heartbeat_interval"]),
         )
     except KeyError as missing:
         raise CorruptState(f"task state {where} lacks the field {missing}; delete the key to decide afresh") from None

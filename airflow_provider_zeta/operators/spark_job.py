@@ -71,6 +71,7 @@ from airflow_provider_zeta.core.deploy import (
     deferral_refusal,
     timeout_wake_at,
     latest_record,
+    launch_timing,
     launch_wait_deadline,
     self_stop_wait_deadline,
     success_report,
@@ -89,6 +90,7 @@ from airflow_provider_zeta.core.ledger import (
     attempt_record_key,
     continue_observation,
     driver_output_ended,
+    lease_timing_error,
     observe_heartbeat,
     parse_attempt_record,
     parse_ledger,
@@ -354,6 +356,9 @@ class ZetaSparkJobOperator(BaseOperator):
         job_timeout = None if self.job_timeout is None else seconds("job_timeout", 0.0)
         timing = Timing(lost_after=lost_after, launch_grace=seconds("launch_grace", lost_after), job_timeout=job_timeout)
         heartbeat = seconds("heartbeat_interval", settings.driver_heartbeat_interval)
+        refused = lease_timing_error(heartbeat, lost_after, f"{self.task_id}: heartbeat_interval", f"{self.task_id}: lost_after")
+        if refused:  # the task's own values (or one of them with a [zeta] default) cannot keep a lease
+            raise AirflowFailException(f"[zeta.settings.lease_timing] {refused}")
         poll = seconds("poll_interval", settings.poll_interval)
         return settings, timing, heartbeat, poll
 
@@ -414,6 +419,8 @@ class ZetaSparkJobOperator(BaseOperator):
                 deleted_for = self._heartbeat_silence(store, record.token, mark, event)
                 if not record.driver_ended:
                     end_reported = self._end_reported_downstream(context, record.token)
+        if isinstance(record, AttemptRecord) and record.heartbeat_interval:
+            self._heartbeat_interval = record.heartbeat_interval  # the driver's own, for its cancel wait
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
@@ -421,7 +428,8 @@ class ZetaSparkJobOperator(BaseOperator):
             record=record,
             ledger=ledger,
             process=process,
-            timing=timing,
+            # Judged by the lease it was launched with, not today's settings (the trigger too).
+            timing=launch_timing(timing, record),
             max_tries=_max_tries(context),
             heartbeat_unchanged_for=silent,
             intent_visible=intent_visible,
@@ -705,6 +713,9 @@ class ZetaSparkJobOperator(BaseOperator):
             # The intent file is written before the launch: a driver that finds it gone when it
             # claims was deleted by its run's cleanup meanwhile, and must not re-create the attempt.
             "intent_file": True,
+            # launch_driver starts spark-submit in its own session: the driver's lease ends that
+            # whole process group (the JVM with it), never anything else.
+            "process_group": True,
         }
         # Bad input (unknown connection, cluster deploy mode) fails here, before any intent exists.
         command = spark_submit_command(
@@ -729,6 +740,8 @@ class ZetaSparkJobOperator(BaseOperator):
             host_id=launching_host,
             intent_on_storage=True,
             state_root_id=state_root_identity(storage, create=True),
+            lost_after=timing.lost_after,
+            heartbeat_interval=heartbeat,
         )
         register_run(storage, dag_id, run_id)  # lets the sweep find this run's attempts
         # 0. the intent file on the state root, before the record that promises it: any observer
