@@ -308,11 +308,15 @@ def test_a_first_publish_racing_another_owners_never_lands_on_top_of_it(tmp_path
     assert "partition_of_another_owner" in str(outcome) and "dag_a" in str(outcome)
 
 
-def reader_sees(tmp_path) -> set[str] | None:
+def reader_sees(tmp_path, strict: bool = True) -> set[str] | None:
     """What a marker-aware reader reads (``storage.committed_files``), checked against the disk:
     every file it names is there with its size, all of one attempt. The tokens it read, or None."""
     from airflow_provider_zeta.storage import committed_files
 
+    # On disk, independent of the helper: a partition showing a marker holds exactly its manifest.
+    shown = on_disk(tmp_path)
+    if strict and shown["marker"] is not None:
+        assert set(shown["files"]) == set(shown["marker"]["manifest"]), sorted(set(shown["files"]) ^ set(shown["marker"]["manifest"]))[:4]
     files = committed_files(table(tmp_path), PART)
     if files is None:
         return None
@@ -345,7 +349,7 @@ def test_a_partition_whose_files_do_not_match_its_marker_is_never_taken_for_publ
     run = Run(tmp_path, monkeypatch)
     run.publish("tok1")
     (tmp_path / "table" / PART / "source=us" / "tok1-part-1.json").unlink()
-    assert reader_sees(tmp_path) is None
+    assert reader_sees(tmp_path, strict=False) is None
     again = run.publish("tok1")
     assert again["rule"] == "incomplete_commit"
     complete_partition_of(tmp_path, "tok1")
@@ -457,3 +461,29 @@ def test_an_interrupted_commit_whose_assembled_files_are_gone_is_rolled_back(tmp
     assert len(tombstones) == 1
     complete_partition_of(tmp_path, "tok0", tombstones[0].relative_to(tmp_path / "table").as_posix())
     assert not list((tmp_path / "table" / "_zeta_pending").rglob("*.json"))
+
+
+@pytest.mark.parametrize("when", ["at_the_fence", "during_the_copy"])
+def test_a_first_publish_never_commits_over_another_owners_publish_under_way(tmp_path, monkeypatch, when):
+    """Run A of another DAG starts the same partition while B publishes (after B decided, or while
+    B copies its files in) and is killed half-way, its files in the partition without a marker.
+    B must not write its marker over them: it takes its own files back out and fails naming what
+    it found; A's retry completes A's commit."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    theirs = Run(tmp_path, monkeypatch, dag_id="dag_a")
+    mine = Run(tmp_path, monkeypatch, dag_id="dag_b")
+
+    def half_of_theirs() -> None:
+        with pytest.raises(Killed):
+            theirs.publish("tokA", failpoint=Failpoint("copy", in_partition, 2))
+
+    with pytest.raises(AirflowFailException, match="foreign_partition"):
+        if when == "at_the_fence":
+            mine.publish("tokB", on_fence=half_of_theirs)
+        else:
+            mine.publish("tokB", failpoint=Failpoint("copy", in_partition, 0, action=half_of_theirs))
+    assert not any("tokB" in name for name in on_disk(tmp_path)["files"])
+    theirs.publish("tokA")
+    complete_partition_of(tmp_path, "tokA")
+    assert reader_sees(tmp_path) == {"tokA"}
