@@ -78,6 +78,7 @@ The protocol that makes the table safe:
 from __future__ import annotations
 
 import dataclasses
+import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
@@ -648,6 +649,20 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         ),
     ),
 )
+
+
+def fence_incarnation(observation: DeployObservation) -> int:
+    """The incarnation a fenced record keeps (``zeta.deploy.fence_incarnation``).
+
+    Only a fence because *this task* was cleared (``new_incarnation``) moves the record to the
+    current incarnation: the old attempt's result must not be reused. Any other fence (a launch
+    that never started or is stuck, a job timeout) keeps the record's own incarnation: the run's
+    ``clear_number`` also rises when another task of the run is cleared, and a fenced driver that
+    claimed and succeeded all the same produced this task's own result (``already_succeeded``).
+    """
+    record = observation.record
+    assert isinstance(record, AttemptRecord)
+    return observation.incarnation if observation.task_cleared_since_record else record.incarnation
 
 
 def launch_timing(timing: Timing, record: object) -> Timing:

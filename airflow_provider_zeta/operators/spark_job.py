@@ -70,6 +70,7 @@ from airflow_provider_zeta.core.deploy import (
     decide,
     deferral_refusal,
     timeout_wake_at,
+    fence_incarnation,
     latest_record,
     launch_timing,
     launch_wait_deadline,
@@ -671,13 +672,13 @@ class ZetaSparkJobOperator(BaseOperator):
     def _fence(self, context, storage, observation: DeployObservation) -> None:
         assert isinstance(observation.record, AttemptRecord)
         record = observation.record
-        # Marker first, then record; the next observation re-reads the ledger (the handshake). The
-        # record takes this try's incarnation: a token fenced because the task was cleared is
-        # then judged by the fenced rows (never reused: its ledger carries the older incarnation).
+        # Marker first, then record; the next observation re-reads the ledger (the handshake). A
+        # token fenced because this task was cleared takes this try's incarnation and is then
+        # judged by the fenced rows (never reused: its ledger carries the older incarnation); any
+        # other fence keeps the record's own, so a success of it is still this task's result.
         self._cancel_token(context, storage, record.token, _handle_of(record))
-        self._write_record(
-            context, self._own_record(context, observation, phase=Phase.ABANDONED, incarnation=observation.incarnation)
-        )
+        incarnation = fence_incarnation(observation)
+        self._write_record(context, self._own_record(context, observation, phase=Phase.ABANDONED, incarnation=incarnation))
 
     def _write_cancel_marker(self, context, storage, token: str) -> None:
         attempt = storage.child(attempt_dir(*self._key(context), token))
