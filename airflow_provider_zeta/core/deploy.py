@@ -78,7 +78,6 @@ The protocol that makes the table safe:
 from __future__ import annotations
 
 import dataclasses
-import dataclasses
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable
@@ -651,6 +650,17 @@ DEPLOY_TABLE: tuple[Row, ...] = (
 )
 
 
+def stop_driver_on_failure(try_number: int, max_tries: int | None) -> bool:
+    """A try fails after it launched (or re-attached to) a driver: stop it? (``zeta.deploy.failure_stop``)
+
+    With a retry left, the next try owns the driver through the durable intent record and
+    re-attaches to it (stopping it would turn a passing hiccup into a failed driver and burn that
+    retry). With none left, nothing would ever re-attach: stop it now rather than leave it to the
+    run's cleanup or the sweep. An unknown ``max_tries`` counts as no retry.
+    """
+    return max_tries is None or try_number > max_tries
+
+
 def fence_incarnation(observation: DeployObservation) -> int:
     """The incarnation a fenced record keeps (``zeta.deploy.fence_incarnation``).
 
@@ -887,14 +897,24 @@ def cancel_on_worker_kill(task_state: str | None) -> bool:
     return task_state in ENDED_BY_USER_ACTION or task_state == TASK_INSTANCE_GONE
 
 
-def deferral_refusal(executor: str | None, deferrable: bool, in_kubernetes_pod: bool) -> str | None:
+#: Executor classes whose worker (pod) exits when its task defers: matched against the class names
+#: of the executor's resolved class and its bases, never against the text of a configured name.
+WORKER_EXITS_ON_DEFER = frozenset({"KubernetesExecutor"})
+
+
+def deferral_refusal(
+    executor: str | None, deferrable: bool, in_kubernetes_pod: bool, executor_classes: tuple[str, ...] = ()
+) -> str | None:
     """Why this deploy cannot run as configured, or None. Checked before anything is launched.
 
     A deferred task's pod exits under the KubernetesExecutor (and any executor whose worker dies
     when its task defers), killing a client-mode driver started inside it: every try would end
     "lost". Such a task must keep its worker while the driver runs (``deferrable=False``).
+    ``executor_classes`` are the names in the resolved executor class's MRO (an alias, a subclass
+    and a module path are all recognised); without them, the name's last dotted part decides.
     """
-    if deferrable and in_kubernetes_pod and executor and "KubernetesExecutor" in executor:
+    names = set(executor_classes) if executor_classes else {(executor or "").rsplit(".", 1)[-1]}
+    if deferrable and in_kubernetes_pod and executor and names & WORKER_EXITS_ON_DEFER:
         return (
             f"ZetaSparkJobOperator cannot defer under {executor}: the task's pod exits when it defers "
             "and kills the Spark driver started inside it. Set deferrable=False on the task (or "

@@ -75,6 +75,7 @@ from airflow_provider_zeta.core.deploy import (
     launch_timing,
     launch_wait_deadline,
     self_stop_wait_deadline,
+    stop_driver_on_failure,
     success_report,
     trigger_may_end_task,
 )
@@ -509,7 +510,9 @@ class ZetaSparkJobOperator(BaseOperator):
     # ------------------------------------------------------------------ the loop
 
     def execute(self, context: Context) -> Any:
-        refusal = deferral_refusal(_executor_of(self, context), self.deferrable, _in_kubernetes_pod())
+        refusal = deferral_refusal(
+            _executor_of(self, context), self.deferrable, _in_kubernetes_pod(), _executor_classes(self, context)
+        )
         if refusal:
             raise AirflowFailException(f"[zeta.deploy.deferral_refused] {refusal}")
         return self._drive(context)
@@ -551,13 +554,55 @@ class ZetaSparkJobOperator(BaseOperator):
 
     def _drive(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Decide and act until the task returns or defers; without deferral, wait here instead."""
-        while True:
-            outcome = self._decide_and_act(context, event)
-            if not isinstance(outcome, _Waited):
-                return outcome
-            event = outcome.event
-            self.log.info("zeta.deploy: woken by the driver watch: %s", event)
-            self._log_rest_of_driver_output(context, event)
+        try:
+            while True:
+                outcome = self._decide_and_act(context, event)
+                if not isinstance(outcome, _Waited):
+                    return outcome
+                event = outcome.event
+                self.log.info("zeta.deploy: woken by the driver watch: %s", event)
+                self._log_rest_of_driver_output(context, event)
+        except Exception as error:  # TaskDeferred is a BaseException: a deferral passes through
+            self._stop_after_failure(context, error, self._current_token, self._current_handle)
+            raise
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        try:
+            return super().resume_execution(next_method, next_kwargs, context)
+        except Exception as error:
+            if next_method == "__fail__":
+                # The driver trigger raised or timed out (Airflow fails the try): the driver it
+                # watched is the one of this task's latest record.
+                record = self._latest_record(context)
+                if isinstance(record, AttemptRecord):
+                    self._stop_after_failure(context, error, record.token, _handle_of(record))
+            raise
+
+    def _latest_record(self, context: Context) -> AttemptRecord | CorruptState | None:
+        store = context["task_state_store"]
+        records: dict[int, AttemptRecord | CorruptState | None] = {}
+        for number in range(1, int(context["ti"].try_number) + 1):
+            try:
+                records[number] = parse_attempt_record(store.get(attempt_record_key(number)), attempt_record_key(number))
+            except CorruptState as error:
+                records[number] = error
+        return latest_record(records)
+
+    def _stop_after_failure(self, context: Context, error: Exception, token: str | None, handle: ProcessHandle | None) -> None:
+        """The try fails while it owns a driver (launched or watched): stop it unless a later try
+        will re-attach to it (``zeta.deploy.failure_stop``)."""
+        if not token:
+            return
+        retry = not isinstance(error, AirflowFailException)  # Airflow never retries a fail exception
+        if retry and not stop_driver_on_failure(int(context["ti"].try_number), _max_tries(context)):
+            self.log.info("zeta.deploy.failure_stop: the try failed; driver %s is left to the next try, which re-attaches", token)
+            return
+        self.log.info("zeta.deploy.failure_stop: the try failed with no try left to own driver %s: stopping it", token)
+        try:
+            settings, *_ = self._settings()
+            self._cancel_token(context, open_state_storage(settings.state_root), token, handle)
+        except Exception:  # the original error is what the try reports
+            self.log.exception("zeta.deploy.failure_stop: could not stop driver %s", token)
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         # Said plainly before a partition spec's template fails on the missing ``ds``.
@@ -914,6 +959,48 @@ def _executor_of(task: Any, context: Context) -> str | None:
 
     configured = conf.get("core", "executor", fallback="") or ""
     return configured.split(",")[0].strip() or None
+
+
+def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:
+    """Class names in the MRO of the executor this task runs on, resolved through ``[core] executor``
+    (aliases, core names and module paths, as Airflow's executor loader reads them); () when it
+    cannot be resolved (the name's text then decides, in ``core.deploy.deferral_refusal``)."""
+    import importlib
+
+    from airflow.configuration import conf
+
+    named = _executor_of(task, context)
+    if not named:
+        return ()
+    core_paths = {
+        "LocalExecutor": "airflow.executors.local_executor.LocalExecutor",
+        "CeleryExecutor": "airflow.providers.celery.executors.celery_executor.CeleryExecutor",
+        "KubernetesExecutor": "airflow.providers.cncf.kubernetes.executors.kubernetes_executor.KubernetesExecutor",
+    }
+    path = core_paths.get(named, named)
+    for entry in (conf.get("core", "executor", fallback="") or "").split(","):
+        alias, _, target = entry.strip().partition(":")
+        target = target.strip()
+        if target and named in (alias.strip(), target, target.rsplit(".", 1)[-1]):
+            path = core_paths.get(target, target)
+            break
+    try:
+        module, _, attribute = path.rpartition(".")
+        cls = getattr(importlib.import_module(module), attribute)
+    except Exception:  # not importable here (provider not installed): its class name still tells
+        return (path.rsplit(".", 1)[-1],) if "." in path else ()
+    if not isinstance(cls, type):
+        return ()
+    try:
+        from airflow.providers.cncf.kubernetes.executors.kubernetes_executor import (  # type: ignore[import-not-found]
+            KubernetesExecutor,
+        )
+    except Exception:
+        KubernetesExecutor = None  # noqa: N806
+    names = tuple(klass.__name__ for klass in cls.__mro__)
+    if KubernetesExecutor is not None and issubclass(cls, KubernetesExecutor) and "KubernetesExecutor" not in names:
+        names += ("KubernetesExecutor",)
+    return names
 
 
 def _in_kubernetes_pod() -> bool:
