@@ -67,7 +67,16 @@ def this_host() -> str:
 
 
 def host_id() -> str:
-    """Boot id + PID-namespace inode: equal exactly when two processes see the same process table."""
+    """Boot id + PID-namespace inode + start of that namespace's init: equal exactly when two
+    processes see the same process table, and never equal to a later host's.
+
+    The kernel hands a new PID namespace the inode of one that died, so boot id + inode alone
+    would take a host started later (a restarted container, a new worker namespace) for the old
+    one. The start time of the namespace's pid 1 (clock ticks since boot) is fixed for the
+    namespace's whole life and later for any later namespace: it makes the identity unique over
+    time. Where ``/proc/1`` cannot be read it is left out (the identity is then only as good as
+    boot id + inode).
+    """
     try:
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -76,7 +85,9 @@ def host_id() -> str:
         namespace = os.stat("/proc/self/ns/pid").st_ino
     except OSError:
         namespace = 0
-    return f"{boot}:pidns-{namespace}"
+    init_start = process_start_time(1)
+    started = "" if init_start is None else f":init-{init_start:.0f}"
+    return f"{boot}:pidns-{namespace}{started}"
 
 
 def process_start_time(pid: int) -> float | None:

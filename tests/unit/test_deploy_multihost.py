@@ -181,12 +181,14 @@ def test_deferral_is_refused_only_inside_a_kubernetes_executor_pod():
 # -- hosts are not hostnames; a PID without a start time is never trusted ---------------------
 
 
-def test_host_id_is_boot_id_and_pid_namespace():
-    from airflow_provider_zeta.processes import host_id
+def test_host_id_is_boot_id_pid_namespace_and_its_init_start():
+    from airflow_provider_zeta.processes import host_id, process_start_time
 
     with open("/proc/sys/kernel/random/boot_id") as handle:
         boot = handle.read().strip()
-    assert host_id() == f"{boot}:pidns-{os.stat('/proc/self/ns/pid').st_ino}"
+    init = process_start_time(1)
+    assert init is not None
+    assert host_id() == f"{boot}:pidns-{os.stat('/proc/self/ns/pid').st_ino}:init-{init:.0f}"
 
 
 @pytest.fixture
