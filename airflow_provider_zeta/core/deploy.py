@@ -165,6 +165,9 @@ class DeployObservation:
     # the record's ``driver_ended`` when the driver trigger ended the task from the triggerer, where
     # it cannot write the task state store (``trigger_reports_success``).
     end_reported_downstream: bool = False
+    # Tokens of this task key's attempts whose driver claimed a ledger on the state root, read
+    # only when no try's record exists: records that expired or were deleted, not "nothing ran".
+    claimed_without_record: tuple[str, ...] = ()
 
     # -- derived facts the table's conditions read
     @property
@@ -344,6 +347,20 @@ DEPLOY_TABLE: tuple[Row, ...] = (
         "corrupt_record",
         lambda o: isinstance(o.record, CorruptState),
         lambda o: _decision(Action.FAIL, "corrupt_record", str(o.record)),
+    ),
+    # -- no record, yet a driver of this task claimed its ledger: the task's state was lost (expired
+    #    or deleted), not "never launched". A fresh launch could run beside that driver.
+    Row(
+        "record_missing",
+        lambda o: o.record is None and bool(o.claimed_without_record),
+        lambda o: _decision(
+            Action.FAIL,
+            "record_missing",
+            f"no attempt record in the task state store, yet attempt(s) {', '.join(o.claimed_without_record[:5])} "
+            "of this task claimed a ledger on the state root: the task's state was deleted or expired, so "
+            "whether such a driver still runs cannot be told from it. Stop any running driver (write the "
+            "attempt's cancel marker), then delete those attempt directories to let the task launch afresh.",
+        ),
     ),
     Row(
         "fresh_submit",

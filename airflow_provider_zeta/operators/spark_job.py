@@ -113,6 +113,7 @@ from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
     OUTPUT_DIR,
     attempt_dir,
+    task_attempts_dir,
 )
 from airflow_provider_zeta.plugins.links import ZetaDriverLink
 from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
@@ -398,6 +399,12 @@ class ZetaSparkJobOperator(BaseOperator):
         root_id: str | None = None
         silent = deleted_for = 0.0
         end_reported = False
+        claimed: tuple[str, ...] = ()
+        if record is None:
+            # No try's record: a driver of this task may still have claimed a ledger (the records
+            # expired or were deleted). Those tokens must keep this try from launching beside it.
+            tasks = storage.child(task_attempts_dir(*self._key(context)))
+            claimed = tuple(token for token in tasks.list_dir("") if tasks.exists(f"{token}/{LEDGER_FILE}"))
         if isinstance(record, AttemptRecord):
             attempt = storage.child(attempt_dir(*self._key(context), record.token))
             # The process first, then the ledger: a driver that writes its terminal ledger and
@@ -439,6 +446,7 @@ class ZetaSparkJobOperator(BaseOperator):
             state_root_id=root_id,
             deleted_for=deleted_for,
             end_reported_downstream=end_reported,
+            claimed_without_record=claimed,
             trigger_saw_nothing=bool(
                 event
                 and event.get("view") == LedgerView.INVISIBLE.value
@@ -503,7 +511,7 @@ class ZetaSparkJobOperator(BaseOperator):
         stored = HeartbeatSeen.from_value(store.get(HEARTBEAT_SEEN_KEY))
         reported = HeartbeatSeen.from_value((event or {}).get("seen"))
         seen = continue_observation(stored, reported, token, mark, clock, now)
-        store.set(HEARTBEAT_SEEN_KEY, seen.to_value())  # one small fixed-shape value, replaced
+        set_kept(store, HEARTBEAT_SEEN_KEY, seen.to_value())  # one small fixed-shape value, replaced
         self._seen = seen
         return seen.silent_for
 
@@ -682,7 +690,7 @@ class ZetaSparkJobOperator(BaseOperator):
     # ------------------------------------------------------------------ actions
 
     def _write_record(self, context: Context, record: AttemptRecord) -> None:
-        context["task_state_store"].set(attempt_record_key(record.try_number), record.to_value())
+        set_kept(context["task_state_store"], attempt_record_key(record.try_number), record.to_value())
 
     def _own_record(self, context: Context, observation: DeployObservation, **changes: Any) -> AttemptRecord:
         assert isinstance(observation.record, AttemptRecord)
@@ -959,6 +967,25 @@ def _executor_of(task: Any, context: Context) -> str | None:
 
     configured = conf.get("core", "executor", fallback="") or ""
     return configured.split(",")[0].strip() or None
+
+
+def set_kept(store: Any, key: str, value: Any) -> None:
+    """Write a provider record that must live as long as its run: Airflow's task state store
+    otherwise expires it after ``[state_store] default_retention_days`` (and ``airflow state-store
+    clean`` deletes it), and a streaming driver woken after that would find no record. The run's
+    deletion still removes it with its task instances."""
+    import inspect
+
+    from airflow.sdk.execution_time.context import NEVER_EXPIRE
+
+    try:
+        accepts = "retention" in inspect.signature(store.set).parameters
+    except (TypeError, ValueError):
+        accepts = False
+    if accepts:
+        store.set(key, value, retention=NEVER_EXPIRE)
+    else:  # a store without per-key retention (keys there do not expire)
+        store.set(key, value)
 
 
 def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:

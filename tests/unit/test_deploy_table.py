@@ -58,19 +58,20 @@ def ledger(status=LedgerStatus.RUNNING, heartbeat_age=2.0, token="tok-a", **kw) 
 def observe(
     rec=None, led=None, process=ProcessView.UNKNOWN, incarnation=0, try_number=2, max_tries=None,
     unchanged_for=0.0, intent_visible=None, trigger_saw_nothing=False, timing=TIMING, state_root_id=None,
-    deleted_for=0.0, end_reported_downstream=False,
+    deleted_for=0.0, end_reported_downstream=False, claimed_without_record=(),
 ) -> DeployObservation:
     return DeployObservation(
         now=NOW, incarnation=incarnation, try_number=try_number, record=rec, ledger=led, process=process,
         timing=timing, max_tries=max_tries, heartbeat_unchanged_for=unchanged_for, intent_visible=intent_visible,
         trigger_saw_nothing=trigger_saw_nothing, state_root_id=state_root_id, deleted_for=deleted_for,
-        end_reported_downstream=end_reported_downstream,
+        end_reported_downstream=end_reported_downstream, claimed_without_record=claimed_without_record,
     )
 
 
 # (rule, observation, expected action) — one line per row of DEPLOY_TABLE, plus the windows below.
 ROWS = [
     ("corrupt_record", observe(rec=CorruptState("bad record")), Action.FAIL),
+    ("record_missing", observe(claimed_without_record=("tok-old",)), Action.FAIL),
     ("fresh_submit", observe(), Action.FRESH_LAUNCH),
     ("future_incarnation", observe(rec=record(incarnation=3), incarnation=2), Action.FAIL),
     (
