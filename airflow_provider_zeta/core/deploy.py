@@ -198,8 +198,10 @@ class DeployObservation:
         task's ``max_tries`` (to ``try_number + retries``) on every clear of it that is not
         RUNNING — deferred, succeeded, failed, up for retry — and never on a retry or an orphan
         reset: that is the signal that *this* task was asked to re-run. A record this very try
-        wrote belongs to this try's incarnation. When either ``max_tries`` is unknown (a record
-        of an older version), the run-level signals decide, as before.
+        wrote belongs to this try's incarnation. When both are known, ``max_tries`` alone
+        decides: a REST clear with ``reset_dag_runs`` false raises it but not ``clear_number``
+        (``core.incarnation``). When either is unknown (a record of an older version), the
+        run-level signals decide, as before.
 
         A clear of this task while it is RUNNING is seen too: Airflow sets it RESTARTING, and when
         the executor reports the killed try the scheduler raises ``max_tries`` as for any clear.
@@ -210,10 +212,10 @@ class DeployObservation:
         """
         record = self.record
         assert isinstance(record, AttemptRecord)
-        if not (record.incarnation < self.incarnation and record.try_number < self.try_number):
+        if record.try_number >= self.try_number:
             return False
         if record.max_tries is None or self.max_tries is None:
-            return True
+            return record.incarnation < self.incarnation
         return self.max_tries > record.max_tries
 
     @property

@@ -81,6 +81,7 @@ from airflow_provider_zeta.core.deploy import (
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
+from airflow_provider_zeta.core.incarnation import cleared_without_downstream
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -645,6 +646,8 @@ class ZetaSparkJobOperator(BaseOperator):
             observation = self._observe(context, storage, timing, event)
             decision = decide(observation)
             self.log.info("zeta.deploy.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
+            if decision.action in (Action.FRESH_LAUNCH, Action.FENCE) and isinstance(observation.record, AttemptRecord):
+                self._refuse_if_cleared_without_downstream(context, observation)
             if decision.action is Action.FAIL:
                 if isinstance(observation.ledger, CorruptState):  # job-written: the task log only, masked
                     from airflow_provider_zeta.triggers.driver_output import mask_driver_line, register_worker_secrets
@@ -686,6 +689,22 @@ class ZetaSparkJobOperator(BaseOperator):
             f"zeta.deploy: no stable decision after {_MAX_DECISIONS} steps; the state root "
             f"{settings.state_root!r} may not show this task its own writes"
         )
+
+    def _refuse_if_cleared_without_downstream(self, context: Context, observation: DeployObservation) -> None:
+        """A try about to replace a cleared task's attempt fails first when nothing would publish
+        the new one (``core.incarnation.cleared_without_downstream``)."""
+        if not observation.task_cleared_since_record:
+            return
+        sensors, points = self._pipeline_readers()
+        if not sensors:
+            return
+        states = _run_task_states(context, sensors + points)
+        reason = cleared_without_downstream(
+            context["ti"].task_id, {s: states.get(s) for s in sensors}, any(states.get(p) == "success" for p in points)
+        )
+        if reason:
+            self.log.info("zeta.incarnation.cleared_without_downstream: %s", reason)
+            raise AirflowFailException(f"[zeta.deploy.cleared_without_downstream] {reason}")
 
     # ------------------------------------------------------------------ actions
 
@@ -1034,6 +1053,15 @@ def _in_kubernetes_pod() -> bool:
     import os
 
     return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _run_task_states(context: Context, task_ids: list[str]) -> dict[str, str | None]:
+    """The states of ``task_ids`` in this task's run (one Task SDK call)."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    ti = context["ti"]
+    states = RuntimeTaskInstance.get_task_states(dag_id=ti.dag_id, task_ids=task_ids, run_ids=[ti.run_id]).get(ti.run_id, {})
+    return {task_id: states.get(task_id) for task_id in task_ids}
 
 
 def _max_tries(context: Context) -> int | None:

@@ -60,6 +60,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
 from airflow_provider_zeta.core.events import task_key
+from airflow_provider_zeta.core.incarnation import publish_incarnation
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.ready import Evaluation, Verdict, sensor_event_is_for, wait_deadline
 from airflow_provider_zeta.observers import RunObserver
@@ -179,14 +180,23 @@ class ReadyToCloseSensor(BaseOperator):
     def _evaluate(self, context: Context) -> Any:
         settings = ZetaSettings.load()
         ti = context["ti"]
+        # The reports name the run's clear_number and are judged against it; the ready set carries
+        # the incarnation the completed point commits under, which also rises on a clear of this
+        # sensor that left clear_number alone (REST reset_dag_runs=false; core.incarnation).
         incarnation = int(getattr(context["dag_run"], "clear_number", 0) or 0)
+        publishing = publish_incarnation(incarnation, getattr(ti, "max_tries", None), self.retries)
+        if publishing != incarnation:
+            self.log.info(
+                "zeta.incarnation.publish_incarnation: %d (clear_number %d, this sensor cleared after try %d)",
+                publishing, incarnation, publishing - incarnation,
+            )
         deadline = self._deadline(context)
         observer = RunObserver(ti.dag_id, ti.run_id, self.sources, settings.state_root)
         evaluation = observer.observe(incarnation, deadline)
         self._record_progress(context, evaluation)
         self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, evaluation.message)
         if evaluation.verdict is Verdict.ALL_READY:
-            return evaluation.ready_set(incarnation)
+            return evaluation.ready_set(publishing)
         if evaluation.verdict is not Verdict.WAITING:
             raise AirflowFailException(f"[zeta.ready.{evaluation.verdict.value}] {evaluation.message}")
         import uuid
@@ -205,6 +215,7 @@ class ReadyToCloseSensor(BaseOperator):
                 sources=self.sources,
                 verified=observer.verified_reports(limit=MAX_VERIFIED_IN_TRIGGER),
                 incarnation=incarnation,
+                publish_incarnation=publishing,
                 deadline=deadline,
                 poll_interval=duration_or_default(self.poll_interval, settings.poll_interval, f"{self.task_id}: 'poll_interval'"),
                 state_root=settings.state_root,

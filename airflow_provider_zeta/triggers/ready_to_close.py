@@ -73,12 +73,16 @@ class ReadyToCloseTrigger(BaseTrigger):
         task_id: str | None = None,
         deferral_mark: str | None = None,
         map_index: int | None = -1,
+        publish_incarnation: int | None = None,
     ) -> None:
         super().__init__()
         self.dag_id = dag_id
         self.run_id = run_id
         self.sources = dict(sources)
         self.incarnation = int(incarnation)
+        # What the ready set carries (core.incarnation.publish_incarnation); a trigger deferred by
+        # an earlier version has none and publishes under clear_number, as that version did.
+        self.publish_incarnation = self.incarnation if publish_incarnation is None else int(publish_incarnation)
         self.deadline = float(deadline)
         self.poll_interval = float(poll_interval)
         self.state_root = state_root
@@ -110,8 +114,13 @@ class ReadyToCloseTrigger(BaseTrigger):
                 "task_id": self.task_id,
                 "deferral_mark": self.deferral_mark,
                 "map_index": self.map_index,
+                "publish_incarnation": self.publish_incarnation,
             },
         )
+
+    def ready_set(self, evaluation: Any) -> dict[str, Any]:
+        """The ready set this trigger ends the sensor with: under the sensor's publish incarnation."""
+        return evaluation.ready_set(self.publish_incarnation)
 
     def _event(self, evaluation: Any) -> dict[str, Any]:
         event = {"verdict": evaluation.verdict.value, "message": evaluation.message}
@@ -204,7 +213,7 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # A triggerer killed now loses the event before it is stored; the trigger then
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
                 await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
-                ready_set = evaluation.ready_set(self.incarnation)
+                ready_set = self.ready_set(evaluation)
                 if self.task_id is None or may_end_task_from_trigger(*await self._own_wait()):
                     yield TaskSuccessEvent(xcoms={"return_value": ready_set})
                     return

@@ -1,0 +1,196 @@
+"""The incarnation a run publishes under changes on every clear Airflow 3.3 can make, including a
+REST clear with ``reset_dag_runs`` false (which leaves ``dag_run.clear_number`` alone)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_provider_zeta.core.deploy import Action, DeployObservation, ProcessView, Timing, decide
+from airflow_provider_zeta.core.incarnation import publish_incarnation, task_clear_epoch
+from airflow_provider_zeta.core.ledger import AttemptRecord, Ledger, LedgerStatus, Phase
+from airflow_provider_zeta.core.publish import CommitMarker, Owner, PublishAction, commit_id, decide_publish
+from airflow_provider_zeta.core.ready import Evaluation, Report, Verdict, parse_ready_set
+
+RETRIES = 3
+NOW = 1_000_000.0
+
+
+def test_a_tasks_clear_epoch_is_the_try_its_latest_clear_came_after():
+    assert task_clear_epoch(RETRIES, RETRIES) == 0  # never cleared: max_tries == retries
+    assert task_clear_epoch(1 + RETRIES, RETRIES) == 1  # cleared after try 1
+    assert task_clear_epoch(4 + RETRIES, RETRIES) == 4  # cleared again after try 4
+    # unknown, or a newer DAG version with more retries: never negative
+    assert task_clear_epoch(None, RETRIES) == 0 and task_clear_epoch(-1, 0) == 0 and task_clear_epoch(2, 5) == 0
+
+
+# Each clear path of Airflow 3.3.2 as (clear_number delta, sensor cleared?), applied to a sensor
+# that ran try 1 (and a retry, try 2) before the clear: the incarnation must rise on each.
+CLEARS = {
+    "ui_or_rest_reset_dag_runs_true": (1, True),
+    "rest_reset_dag_runs_false": (0, True),
+    "cli_tasks_clear_downstream": (1, True),
+    "backfill_reprocessing": (1, True),
+}
+
+
+@pytest.mark.parametrize("path", sorted(CLEARS))
+def test_every_clear_that_reruns_the_sensor_raises_the_publish_incarnation(path):
+    bump, sensor_cleared = CLEARS[path]
+    clear_number, try_number, max_tries = 0, 2, RETRIES  # try 2 was a retry: max_tries unchanged
+    before = publish_incarnation(clear_number, max_tries, RETRIES)
+    assert before == 0  # a run never cleared publishes under clear_number, as before
+    clear_number += bump
+    if sensor_cleared:
+        max_tries = try_number + RETRIES  # what clear_task_instances writes
+    after = publish_incarnation(clear_number, max_tries, RETRIES)
+    assert after > before
+    # a retry or an orphan reset of the re-run sensor (try_number + 1, nothing else) keeps it
+    assert publish_incarnation(clear_number, max_tries, RETRIES) == after
+
+
+def test_two_clears_without_reset_each_raise_it():
+    first = publish_incarnation(0, 1 + RETRIES, RETRIES)  # cleared after try 1
+    second = publish_incarnation(0, 2 + RETRIES, RETRIES)  # ran try 2, cleared again
+    assert 0 < first < second
+
+
+class _Store(dict):
+    def set(self, key, value):
+        self[key] = value
+
+
+def _report(source: str, token: str, incarnation: int = 0) -> Report:
+    return Report(source, f"p.deploy_{source}", incarnation, token, f"/attempts/{token}/output", 5)
+
+
+def _sensor_ready_set(monkeypatch, clear_number: int, max_tries: int, reports: dict[str, Report]):
+    """The ready set the sensor returns when every source is ready, for a run in that state."""
+    import airflow_provider_zeta.sensors.ready_to_close as sensor_module
+    from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
+
+    class Observer:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def observe(self, incarnation, deadline):
+            # the reports' own incarnation is the run's clear_number, judged as before
+            assert incarnation == clear_number
+            return Evaluation(Verdict.ALL_READY, dict(reports))
+
+    monkeypatch.setattr(sensor_module, "RunObserver", Observer)
+    monkeypatch.setattr(sensor_module.ZetaSettings, "load", staticmethod(lambda: SimpleNamespace(state_root="/nowhere", poll_interval=1.0)))
+    sensor = ReadyToCloseSensor(task_id="p.ready_to_close", sources={s: r.task_id for s, r in reports.items()}, retries=RETRIES)
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="p.ready_to_close", map_index=-1, max_tries=max_tries, try_number=2)
+    context = {"ti": ti, "dag_run": SimpleNamespace(clear_number=clear_number), "task_state_store": _Store()}
+    return sensor.execute(context)
+
+
+def test_a_reset_dag_runs_false_clear_with_downstream_republishes_the_rerun_source(monkeypatch):
+    """Published from (eu: tok-eu-1, us: tok-us-1); then deploy_eu is cleared with downstream through
+    REST with reset_dag_runs false: clear_number stays 0, the sensor's max_tries rises. The new
+    ready set must replace the published partition, not be ignored as a late report."""
+    owner = Owner("d", "p", "r")
+    first = _sensor_ready_set(monkeypatch, 0, RETRIES, {"eu": _report("eu", "tok-eu-1"), "us": _report("us", "tok-us-1")})
+    inc1, sources1 = parse_ready_set(first)
+    published = CommitMarker(
+        commit_id("x", inc1, sources1, owner, "ds=x"), "x", inc1, {s: r.token for s, r in sources1.items()},
+        {s: r.rows for s, r in sources1.items()}, 0.0, run_id="r", dag_id="d", pipeline_id="p", partition="ds=x",
+    )
+
+    second = _sensor_ready_set(monkeypatch, 0, 1 + RETRIES, {"eu": _report("eu", "tok-eu-2"), "us": _report("us", "tok-us-1")})
+    inc2, sources2 = parse_ready_set(second)
+    ours = commit_id("x", inc2, sources2, owner, "ds=x")
+    decision = decide_publish(ours, inc2, True, published, owner)
+    assert decision.action is PublishAction.REPLACE and decision.rule == "newer_incarnation", decision
+
+
+def test_the_trigger_ends_the_sensor_with_the_publish_incarnation_it_was_deferred_with():
+    from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
+
+    trigger = ReadyToCloseTrigger(
+        dag_id="d", run_id="r", sources={"eu": "p.deploy_eu"}, incarnation=0, publish_incarnation=4,
+        deadline=NOW, poll_interval=1.0, state_root="/nowhere",
+    )
+    _, kwargs = trigger.serialize()
+    assert kwargs["publish_incarnation"] == 4 and kwargs["incarnation"] == 0
+    again = ReadyToCloseTrigger(**kwargs)
+    evaluation = Evaluation(Verdict.ALL_READY, {"eu": _report("eu", "tok-eu-2")})
+    assert parse_ready_set(again.ready_set(evaluation))[0] == 4
+    # a trigger deferred by an earlier version (no publish_incarnation) publishes under clear_number
+    old = {k: v for k, v in kwargs.items() if k != "publish_incarnation"}
+    assert parse_ready_set(ReadyToCloseTrigger(**old).ready_set(evaluation))[0] == 0
+
+
+def _observe(record: AttemptRecord, ledger: Ledger, incarnation: int, try_number: int, max_tries: int) -> DeployObservation:
+    return DeployObservation(
+        now=NOW, incarnation=incarnation, try_number=try_number, record=record, ledger=ledger,
+        process=ProcessView.UNKNOWN, timing=Timing(lost_after=30.0, launch_grace=30.0), max_tries=max_tries,
+    )
+
+
+def test_a_deploy_task_cleared_without_reset_dag_runs_runs_its_job_again():
+    """clear_number stays 0, the task's max_tries rose (a clear of it): its finished driver is not
+    reused, a new attempt is launched."""
+    record = AttemptRecord(token="tok-a", incarnation=0, try_number=1, phase=Phase.LAUNCHED, intent_at=NOW - 50, launch_try=1, max_tries=RETRIES)
+    done = Ledger(token="tok-a", status=LedgerStatus.SUCCEEDED, started_at=NOW - 40, heartbeat_at=NOW - 30, incarnation=0)
+    cleared = decide(_observe(record, done, incarnation=0, try_number=2, max_tries=1 + RETRIES))
+    assert cleared.action is Action.FRESH_LAUNCH and cleared.rule == "earlier_incarnation_ended", cleared
+    # a retry or an orphan reset (max_tries unchanged) still reuses it
+    retried = decide(_observe(record, done, incarnation=0, try_number=2, max_tries=RETRIES))
+    assert retried.action is Action.REUSE_RESULT and retried.rule == "already_succeeded", retried
+
+
+def test_a_deploy_cleared_without_downstream_after_its_sensor_succeeded_is_refused_naming_what_to_clear():
+    from airflow_provider_zeta.core.incarnation import cleared_without_downstream
+
+    reason = cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": "success"}, published=True)
+    assert reason is not None and "p.ready_to_close" in reason and "include_downstream=true" in reason and "-d" in reason
+    # cleared with downstream (the sensor re-runs or waits), or the wait failed: it may run
+    for state in (None, "scheduled", "queued", "deferred", "running", "up_for_retry", "failed", "upstream_failed"):
+        assert cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": state}, published=False) is None, state
+    assert cleared_without_downstream("p.deploy_eu", {}, published=False) is None  # a bare deploy task
+
+
+class _Log:
+    def __init__(self):
+        self.lines = []
+
+    def info(self, message, *args):
+        self.lines.append(message % args)
+
+    warning = exception = info
+
+
+def test_the_deploy_task_refuses_a_clear_without_downstream_of_a_published_run_before_launching(monkeypatch):
+    """The adapter: a try after a clear of the task alone (its max_tries rose) whose run's sensor
+    is still success fails before it launches anything, naming what to clear."""
+    from airflow.sdk import DAG
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_zeta import zeta_pipeline
+    from airflow_provider_zeta.operators import spark_job
+
+    with DAG(dag_id="d", schedule=None):
+        group = zeta_pipeline("p", sources={"eu": "/jobs/job.py", "us": "/jobs/job.py"}, output="/tmp/out")
+    deploy = group.children["p.deploy_eu"]
+    record = AttemptRecord(token="tok-a", incarnation=0, try_number=1, phase=Phase.LAUNCHED, intent_at=NOW - 50, launch_try=1, max_tries=0)
+    done = Ledger(token="tok-a", status=LedgerStatus.SUCCEEDED, started_at=NOW - 40, heartbeat_at=NOW - 30, incarnation=0)
+    observation = _observe(record, done, incarnation=1, try_number=2, max_tries=1)
+    launched = []
+    monkeypatch.setattr(deploy, "_observe", lambda *a, **k: observation)
+    monkeypatch.setattr(deploy, "_launch", lambda *a, **k: launched.append(1) or "launched")
+    monkeypatch.setattr(deploy, "_settings", lambda: (SimpleNamespace(state_root="/nowhere"), observation.timing, 1.0, 1.0))
+    monkeypatch.setattr(spark_job, "open_state_storage", lambda root: None)
+    monkeypatch.setattr(deploy, "partition", "ds=2026-01-01")  # rendered
+    states = {"p.ready_to_close": "success", "p.completed_point": "success"}
+    monkeypatch.setattr(spark_job, "_run_task_states", lambda context, task_ids: {t: states.get(t) for t in task_ids})
+    ti = SimpleNamespace(dag_id="d", run_id="r", task_id="p.deploy_eu", map_index=-1, try_number=2, max_tries=1)
+    context = {"ti": ti, "dag_run": SimpleNamespace(clear_number=1), "task_state_store": _Store(), "logical_date": "x", "ds": "x"}
+    with pytest.raises(AirflowFailException, match="cleared_without_downstream"):
+        deploy._decide_and_act(context, None)
+    assert launched == []
+    # cleared with downstream: the sensor waits again, the task launches
+    states["p.ready_to_close"] = "deferred"
+    assert deploy._decide_and_act(context, None) == "launched"
