@@ -173,11 +173,13 @@ class DriverBootstrap:
         Only the claim may create the attempt directory, and only while the launch's intent file is
         there (the launch writes it before it starts the driver): a driver that starts, or comes
         out of a hang, after its run's cleanup deleted the attempt stops without claiming — a task
-        on another host relies on that after a clear (``earlier_incarnation_cleanup_wait``). A later
-        write that finds the directory gone means the delayed cleanup (or the sweep) deleted this
-        attempt: the run is over. Writing would re-create a directory nobody will delete again, so
-        the driver stops instead (a late arrival is a no-op). A ledger file missing from a directory that is still there is
-        outside damage: the next write restores it.
+        on another host relies on that after a clear (``earlier_incarnation_cleanup_wait``). After
+        the claim only this driver writes the ledger and only the run's cleanup (or the sweep)
+        removes it: a later write that finds it gone means this attempt was deleted and the run is
+        over, whatever else the directory holds — the job's own staging writes (``output/`` is
+        inside the attempt) and the log shipper re-create the directory at once. Writing would
+        re-create a ledger nobody will delete again (a ``succeeded`` one would even be reused), so
+        the driver stops instead, and no write after the claim creates a missing directory.
         """
         started = lease_now()
         try:
@@ -189,23 +191,24 @@ class DriverBootstrap:
                     if self.lease_expired():
                         # Past the lease nothing may start: a replacement may be running already.
                         raise LeaseExpired(self.token)
-                    if not claim and not self.attempt.exists(LEDGER_FILE) and not self.attempt.exists(""):
+                    if not claim and not self.attempt.exists(LEDGER_FILE):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
                     # The launch wrote the intent file into the attempt directory: the claim then
                     # never creates the directory (a check and a write are two steps; the write
                     # without parents closes the gap between them on local storage).
                     intent_written = claim and bool(self.spec.get("intent_file"))
+                    make_parents = claim and not intent_written
                     if intent_written and not self.attempt.exists(INTENT_FILE):
                         self._terminal = True
                         raise AttemptDeleted(self.token)
                     self._beat += 1
                     try:
                         self.attempt.write_atomic(
-                            LEDGER_FILE, self._ledger(status, error).to_json(), make_parents=not intent_written
+                            LEDGER_FILE, self._ledger(status, error).to_json(), make_parents=make_parents
                         )
                     except FileNotFoundError:
-                        if not intent_written:
+                        if make_parents:
                             raise
                         self._terminal = True
                         raise AttemptDeleted(self.token) from None

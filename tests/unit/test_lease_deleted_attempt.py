@@ -1,0 +1,40 @@
+"""A deleted attempt stops its driver whatever the job writes afterwards.
+
+The run's cleanup deletes the attempt directory; the job's own staging writes (``output/`` lives
+inside the attempt) re-create it at once. The driver must still stop, and never re-create its
+ledger (a SUCCEEDED ledger that reappears would be published or reused).
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+from .test_lease_driver import _cleanup, _group_alive, _spawn, _wait_for
+
+STAGING_JOB = """
+import os, time, pathlib
+from airflow_provider_zeta.runtime import zeta_context
+out = pathlib.Path(zeta_context().output_path.replace("file://", ""))
+deadline = time.time() + {seconds}
+while time.time() < deadline:
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / "part-0").open("a") as f:
+        f.write("row\\n")
+    time.sleep(0.05)
+"""
+
+
+def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging(tmp_path):
+    process, attempt = _spawn(tmp_path, "none", STAGING_JOB.format(seconds=4), lost_after=30.0)
+    try:
+        ledger = attempt / "ledger.json"
+        assert _wait_for(lambda: ledger.exists() and (attempt / "output" / "part-0").exists(), 15)
+        shutil.rmtree(attempt)  # the run's cleanup; the job's next write re-creates output/
+        gone = _wait_for(lambda: process.poll() is not None and not _group_alive(process.pid), 10)
+        out = (tmp_path / "driver.out").read_text(errors="replace")
+        assert gone, f"driver still running after its attempt was deleted:\n{out}"
+        time.sleep(0.5)
+        assert not ledger.exists(), f"the deleted attempt's ledger was re-created:\n{ledger.read_text()}\n{out}"
+    finally:
+        _cleanup(process)
