@@ -6,7 +6,7 @@ and a handle without a start time is never trusted (nor signalled). A handle is 
 its own host; elsewhere the ledger heartbeat is the only signal.
 
 A *host* is what shares one process table: ``host_id()`` is the kernel's boot id plus the inode of
-this process's PID namespace. Hostnames are not unique (containers share them, and so do PID
+this process's PID namespace plus the start time of that namespace's init. Hostnames are not unique (containers share them, and so do PID
 numbers), so they are kept for display only.
 
 An *observer clock* (``observer_clock()``) is what liveness is measured with: the monotonic clock,

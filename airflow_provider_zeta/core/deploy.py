@@ -72,7 +72,7 @@ The protocol that makes the table safe:
    the file does not share the launching side's ``[zeta] state_root``: it fails the try and
    launches nothing (``state_root_not_shared``), instead of reading "never started" and launching
    a second driver. Process handles are checked only on the host that launched them, identified by
-   boot id + PID namespace (``processes.host_id``), never by hostname.
+   boot id + PID namespace + its init's start time (``processes.host_id``), never by hostname.
 """
 
 from __future__ import annotations

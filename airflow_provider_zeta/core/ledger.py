@@ -64,7 +64,7 @@ class Ledger:
     # observer compares between two reads: liveness is "the mark changed", never "the driver's
     # timestamp looks recent" (the driver's clock is not the observer's).
     beat: int = 0
-    host_id: str | None = None  # boot id + PID namespace of the driver's host (processes.host_id)
+    host_id: str | None = None  # boot id + PID namespace + its init's start (processes.host_id)
 
     @property
     def heartbeat_mark(self) -> str:
@@ -201,7 +201,8 @@ def classify_ledger(
 # ---------------------------------------------------------------------- liveness by observation
 
 #: A driver must renew its heartbeat within this fraction of ``lost_after`` (its *lease*), by its
-#: own monotonic clock counted from the start of its last successful write, or stop itself.
+#: own boot clock (CLOCK_BOOTTIME, counting suspended time) from the start of its last successful
+#: write, or be ended (runtime/lease.py).
 LEASE_FRACTION = 0.7
 #: A silent driver counts as *certainly stopped* (a redeploy may start) only after the observer has
 #: seen no heartbeat change for this many ``lost_after``: past the lease, plus a margin for the
@@ -371,7 +372,7 @@ class AttemptRecord:
     # only when) this task is cleared; the run-wide clear_number also rises when *other* tasks of
     # the run are cleared, so it cannot tell whether this task was asked to re-run.
     max_tries: int | None = None
-    # The launching host (processes.host_id: boot id + PID namespace, not the hostname): a handle
+    # The launching host (processes.host_id: boot id + PID namespace + init start, not the hostname): a handle
     # is only checked on that host; anywhere else only the ledger can tell.
     host_id: str | None = None
     # The launching try wrote the attempt's intent file to the state root before this record: an
