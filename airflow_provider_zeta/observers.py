@@ -34,6 +34,10 @@ How it works
     methods block (HTTP to the API server, storage reads): triggers call them through
     ``sync_to_async``. Airflow is imported only inside the methods that call it.
 
+    Every ledger and record is read with ``read_state_file``: the job can write its attempt
+    directory, so a symbolic link, hard link, FIFO or oversized file there is refused (reported as
+    ``CorruptState``), never followed, waited on or read whole.
+
 What it does not do
     Decide (the verdicts are ``core.ready`` and ``core.freshness``), or write anything: recording
     progress in the task state store and failing the task are the sensors' part.
@@ -41,12 +45,15 @@ What it does not do
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 import time
 from typing import Any, Mapping
 
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
+from airflow_provider_zeta.core.monitor import MAX_LEDGER_BYTES, ledger_document_problem
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.ready import (
@@ -65,16 +72,117 @@ from airflow_provider_zeta.storage import StateStorage, stat_signature
 REPORT_FIELDS = ("source", "task_id", "incarnation", "token", "output_path", "rows")
 
 
-def read_attempt_ledgers(storage, dag_id: str, run_id: str, task_id: str, map_index: int) -> list[Ledger | CorruptState]:
-    """Every attempt's ledger of one deploy task (a token directory without a ledger is skipped)."""
+#: The largest state file (ledger, cleanup record) a reader takes; a larger one is refused.
+MAX_STATE_FILE_BYTES = MAX_LEDGER_BYTES
+
+
+def read_state_file(storage: StateStorage, relative: str, max_bytes: int = MAX_STATE_FILE_BYTES) -> bytes | None:
+    """A small state file a job may have tampered with, read without trusting it: ``None`` when
+    absent, ``CorruptState`` (naming the file and the reason, never its content) when refused.
+
+    The job runs as the user the readers run as and can write its attempt directory, so on a
+    local state root a file is refused when it is
+
+    * reached through a symbolic link anywhere below the state root (its real path is not the
+      path asked for), or is one itself (``O_NOFOLLOW``): it would be read from outside the root;
+    * not a regular file (``O_NONBLOCK`` and ``S_ISREG``: a FIFO would block the reading thread
+      for good, a device never ends);
+    * hard-linked (``st_nlink != 1``): some other file of the same filesystem linked in;
+    * larger than ``max_bytes`` (checked on the open file, then at most ``max_bytes + 1`` read).
+
+    Checks are made on the opened descriptor, and the path is compared with it afterwards, so a
+    swap between check and open is refused too. On an object store (no links, no FIFOs) one
+    ranged read of at most ``max_bytes + 1`` bytes.
+    """
+    where = storage.url_of(relative)
+    local = storage.local_path(relative)
+    if local is None:
+        try:  # one ranged read: never more than max_bytes + 1 bytes come over the wire
+            data = storage.fs.cat_file(storage.path(relative), start=0, end=max_bytes + 1)
+        except FileNotFoundError:
+            return None
+        if len(data) > max_bytes:
+            raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
+        return data
+    root = os.path.realpath(storage.root)
+    expected = os.path.normpath(os.path.join(root, os.path.relpath(local, storage.root)))
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(local, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as error:  # ELOOP: a symbolic link; anything else: unreadable
+        reason = "is a symbolic link" if os.path.islink(local) else f"cannot be opened ({type(error).__name__})"
+        raise CorruptState(f"{where} {reason}: not read") from None
+    with os.fdopen(fd, "rb") as handle:
+        opened = os.fstat(handle.fileno())
+        if not stat.S_ISREG(opened.st_mode):
+            raise CorruptState(f"{where} is not a regular file: not read")
+        if opened.st_nlink != 1:
+            raise CorruptState(f"{where} has {opened.st_nlink} hard links: not read")
+        if os.path.realpath(local) != expected:
+            raise CorruptState(f"{where} is reached through a symbolic link: not read")
+        try:
+            same = os.path.samestat(opened, os.stat(expected, follow_symlinks=False))
+        except OSError:
+            same = False
+        if not same:
+            raise CorruptState(f"{where} changed while it was opened: not read")
+        if opened.st_size > max_bytes:
+            raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
+    return data
+
+
+def _refused(where: str, why: str) -> CorruptState:
+    return CorruptState(f"driver ledger {where} {why}")
+
+
+def parse_ledger_strictly(raw: bytes, token: str, where: str) -> Ledger:
+    """``parse_ledger`` for a reader that shows what it read (the monitoring plugin): the document
+    must also pass ``core.monitor.ledger_document_problem`` (finite times, integers in range,
+    text where text belongs), and every refusal names the field, never the value the job wrote."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise _refused(where, "is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError):
+        raise _refused(where, f"is not valid JSON ({len(raw)} bytes)") from None
+    problem = ledger_document_problem(data, token)
+    if problem:
+        raise _refused(where, problem)
+    try:
+        ledger = parse_ledger(raw, token, where)
+    except (CorruptState, RecursionError, OverflowError, TypeError, ValueError):
+        raise _refused(where, "is not a valid ledger") from None
+    assert ledger is not None
+    return ledger
+
+
+def read_attempt_ledgers(
+    storage, dag_id: str, run_id: str, task_id: str, map_index: int, strict: bool = False
+) -> list[Ledger | CorruptState]:
+    """Every attempt's ledger of one deploy task (a token directory without a ledger is skipped).
+
+    Each is read with ``read_state_file`` (no symlink, FIFO, hard link or oversized file).
+    ``strict``: parsed with ``parse_ledger_strictly`` (for a reader that shows the values)."""
     base = task_attempts_dir(dag_id, run_id, task_id, map_index)
     found: list[Ledger | CorruptState] = []
     for token in storage.list_dir(base):
-        attempt = storage.child(f"{base}/{token}")
+        relative = f"{base}/{token}/{LEDGER_FILE}"
+        where = storage.url_of(relative)
         try:
-            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), token, attempt.url_of(LEDGER_FILE))
+            raw = read_state_file(storage, relative)
+            if raw is None:
+                continue
+            ledger = parse_ledger_strictly(raw, token, where) if strict else parse_ledger(raw, token, where)
         except CorruptState as error:
             found.append(error)
+            continue
+        except (RecursionError, OverflowError):
+            found.append(_refused(where, "holds a value out of range or nested too deeply"))
             continue
         if ledger is not None:
             found.append(ledger)
@@ -135,12 +243,14 @@ class RunObserver:
             return None  # evaluate() reports it as corrupt
         if self._storage is None:
             self._storage = open_state_storage(self.state_root)
-        attempt = self._storage.child(attempt_dir(self.dag_id, self.run_id, task_id, -1, report.token))
+        relative = f"{attempt_dir(self.dag_id, self.run_id, task_id, -1, report.token)}/{LEDGER_FILE}"
         ledger: Ledger | CorruptState | None
         try:
-            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), report.token, attempt.url_of(LEDGER_FILE))
+            ledger = parse_ledger(read_state_file(self._storage, relative), report.token, self._storage.url_of(relative))
         except CorruptState as error:
             ledger = error
+        except (RecursionError, OverflowError):
+            ledger = _refused(self._storage.url_of(relative), "holds a value out of range or nested too deeply")
         return attempt_problem(report, ledger)
 
     def _stale_store_problem(self, source: str, task_id: str, raw: Any) -> str | None:
@@ -191,7 +301,7 @@ class RunObserver:
                 known = self._ledger_ends.get(path)
                 if known is None or known[0] != signature:
                     was_terminal = None if known is None else known[1]
-                    known = (signature, self._ledger_terminal(path, token))
+                    known = (signature, self._ledger_terminal(f"{task_attempts_dir(self.dag_id, self.run_id, task_id, -1)}/{token}/{LEDGER_FILE}", token))
                     self._ledger_ends[path] = known
                     if was_terminal is False and known[1]:
                         self.seen_ending.add((task_id, token))
@@ -199,12 +309,11 @@ class RunObserver:
                     ended.add((task_id, token))
         return frozenset(ended)
 
-    @staticmethod
-    def _ledger_terminal(path: str, token: str) -> bool:
+    def _ledger_terminal(self, relative: str, token: str) -> bool:
+        assert self._storage is not None
         try:
-            with open(path, "rb") as handle:
-                ledger = parse_ledger(handle.read(), token, path)
-        except (OSError, CorruptState):
+            ledger = parse_ledger(read_state_file(self._storage, relative), token, relative)
+        except (OSError, CorruptState, RecursionError, OverflowError):
             return False  # the full look reads it again and says what is wrong
         return ledger is not None and ledger.status.terminal
 

@@ -42,6 +42,7 @@ For retained runs the outcome (``committed``/``failed``) is kept beside the phas
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field, replace
 from enum import Enum
@@ -172,21 +173,29 @@ class RunFacts:
 # ---------------------------------------------------------------------------- secrets and links
 
 _PLAIN_HTTP_URL = re.compile(r"(?i)^https?://[^\s\"'<>\\@]+$")
+MAX_LINK_CHARS = 2000
 
 
 def safe_link(url: object) -> str | None:
     """Only a plain http(s) URL reaches a page: no credentials (``@``), quotes, spaces or
     backslashes; anything else — a number or list from a malformed ledger included — is dropped."""
-    if not isinstance(url, str) or not _PLAIN_HTTP_URL.match(url):
+    if not isinstance(url, str) or len(url) > MAX_LINK_CHARS or not _PLAIN_HTTP_URL.match(url):
+        return None
+    if not link_host(url):  # no host, or one urlsplit refuses (``http://[worker-1]``)
         return None
     return url
 
 
 def link_host(url: str) -> str:
-    """The host of a URL that ``safe_link`` accepted, lower-cased, without port or brackets."""
+    """The host of a URL that ``safe_link`` accepted, lower-cased, without port or brackets;
+    ``""`` for one ``urlsplit`` cannot take apart (``http://[worker-1]``: brackets that hold no
+    IPv6 address)."""
     from urllib.parse import urlsplit
 
-    return (urlsplit(url).hostname or "").lower()
+    try:
+        return (urlsplit(url).hostname or "").lower()
+    except ValueError:
+        return ""
 
 
 def redirect_target(
@@ -221,6 +230,126 @@ def history_link(history_server_url: str | None, spark_app_id: object) -> str | 
     return f"{base.rstrip('/')}/history/{spark_app_id}/"
 
 
+# ---------------------------------------------------------------------------- what a job wrote
+
+# The ledger is written by the driver, inside which the job runs: the job can write anything
+# there. The page takes a ledger only when every field has the type and range the driver writes;
+# anything else makes the source ``corrupt``, with a reason that names the field, never its value.
+
+#: The largest ledger document the page reads (a driver's ledger is a few KiB; the staged file
+#: list of a succeeded attempt may make it larger).
+MAX_LEDGER_BYTES = 4 * 1024 * 1024
+#: Times are epoch seconds: anything outside +-1e11 (year 5138) is not a time a driver wrote.
+_MAX_TIME = 1e11
+_MAX_INT = 2**63 - 1
+_TIME_FIELDS = ("started_at", "heartbeat_at")
+_OPTIONAL_TIME_FIELDS = ("ended_at", "last_checkpoint_at")
+_OPTIONAL_INT_FIELDS = ("rows", "checkpoints", "beat", "incarnation", "pid")
+_OPTIONAL_TEXT_FIELDS = (
+    "output_path", "error", "host", "spark_app_id", "spark_ui_url", "dag_id", "run_id", "task_id", "source", "host_id"
+)
+_STATUSES = frozenset({"running", "succeeded", "failed", "cancelled"})
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and abs(value) <= _MAX_TIME
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT <= value <= _MAX_INT
+
+
+def ledger_document_problem(data: object, expected_token: str) -> str | None:
+    """Why a decoded ledger document cannot be shown, or ``None``. Names a field and what it
+    should hold, never the value found (which the job wrote, and may be a secret)."""
+    if not isinstance(data, dict):
+        return f"holds {type(data).__name__}, not an object"
+    if data.get("token") != expected_token:
+        return "its token is not its attempt directory's name"
+    if data.get("status") not in _STATUSES:
+        return "field 'status' is not a known status"
+    for name in _TIME_FIELDS:
+        if not _is_time(data.get(name)):
+            return f"field {name!r} is not a finite epoch time"
+    for name in _OPTIONAL_TIME_FIELDS:
+        if data.get(name) is not None and not _is_time(data[name]):
+            return f"field {name!r} is not a finite epoch time"
+    for name in _OPTIONAL_INT_FIELDS:
+        if data.get(name) is not None and not _is_count(data[name]):
+            return f"field {name!r} is not an integer"
+    for name in _OPTIONAL_TEXT_FIELDS:
+        if data.get(name) is not None and not isinstance(data[name], str):
+            return f"field {name!r} is not text"
+    if data.get("metrics") is not None and not isinstance(data["metrics"], dict):
+        return "field 'metrics' is not an object"
+    files = data.get("files")
+    if files is not None and not (isinstance(files, dict) and all(_is_count(v) for v in files.values())):
+        return "field 'files' is not an object of sizes"
+    return None
+
+
+#: What the driver bootstrap itself writes as a ledger's error (no job text in them).
+_PROVIDER_ERRORS = (
+    re.compile(r"cancelled by the coordinator \(cancel marker\)"),
+    re.compile(r"fenced before start: the coordinator gave up on this attempt"),
+    re.compile(r"terminated by signal \d{1,3}"),
+    re.compile(r"the job exited with status -?\d{1,6}"),
+)
+_EXCEPTION_CLASS = re.compile(
+    r"(could not list the staged output: )?"
+    r"([A-Za-z_][A-Za-z0-9_]{0,79}(?:Error|Exception|Exit|Interrupt|Warning|Failure|Timeout|Fault))(?::|$)"
+)
+#: Where the user reads what the page does not show.
+IN_TASK_LOG = "the message is in the task log"
+
+
+def error_summary(error: object) -> tuple[str | None, str]:
+    """What the page shows of a ledger's ``error``, and the rule that decided (first match wins).
+
+    The API server has no masker for the secrets a job was given, so the driver's free text is never
+    shown, only structured facts; the task log holds the message, masked by Airflow:
+
+    * ``no_error`` — none (or not text): nothing;
+    * ``provider_text`` — a fixed text of the driver bootstrap (cancelled, fenced, a signal, an exit
+      status): shown as it is;
+    * ``exception_class`` — ``<Class>: ...`` as the bootstrap writes a job's exception: the class
+      name and a pointer to the task log;
+    * ``withheld`` — anything else: a pointer to the task log.
+
+    Only the first 200 characters are looked at, so a huge error costs nothing.
+    """
+    if not isinstance(error, str) or not error:
+        return None, "no_error"
+    head = error[:200]
+    if any(pattern.fullmatch(head) for pattern in _PROVIDER_ERRORS):
+        return head, "provider_text"
+    found = _EXCEPTION_CLASS.match(head)
+    if found:
+        prefix = "could not list the staged output: " if found.group(1) else ""
+        return f"{prefix}{found.group(2)} ({IN_TASK_LOG})", "exception_class"
+    return f"the driver reported an error ({IN_TASK_LOG})", "withheld"
+
+
+def finite_or_none(value: object) -> float | None:
+    """A number a JSON answer can carry: ``None`` for a missing, non-finite or non-numeric value."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def capped_text(text: object, limit: int = 500) -> str | None:
+    """A provider-built message (a corrupt ledger's reason) for the page: cut first, then masked
+    by form, so its cost does not grow with what a job wrote."""
+    if text is None:
+        return None
+    cut = str(text)[: limit * 4]
+    return (redact(cut) or "")[:limit] or None
+
+
 # ---------------------------------------------------------------------------- rules
 
 
@@ -238,7 +367,7 @@ def _unreadable_source(task: TaskRow, attempts: int, driver: str, error: str | N
         checkpoints=0,
         rows=None,
         spark_ui_url=None,
-        error=None if error is None else (redact(error) or "")[:500],
+        error=capped_text(error),
     )
 
 
@@ -249,9 +378,8 @@ def source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now: 
     try:
         return _source_status(task, ledgers, now, lost_after)
     except (TypeError, ValueError, AttributeError, OverflowError) as error:
-        return _unreadable_source(
-            task, len(ledgers), "corrupt", f"the driver ledger cannot be shown: {type(error).__name__}: {error}"
-        )
+        # The exception's text may quote a value the job wrote: only its class is shown.
+        return _unreadable_source(task, len(ledgers), "corrupt", f"the driver ledger cannot be shown ({type(error).__name__})")
 
 
 def _text_or_none(value: object) -> str | None:
@@ -274,12 +402,12 @@ def _source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now:
         driver=classify_ledger(ledger, now, lost_after).value,
         token=str(ledger.token),
         attempts=len(ledgers),
-        heartbeat_age=float(ledger.heartbeat_age(now)) if running else None,
-        checkpoint_age=checkpoint_age(ledger, now) if running else None,
+        heartbeat_age=finite_or_none(ledger.heartbeat_age(now)) if running else None,
+        checkpoint_age=finite_or_none(checkpoint_age(ledger, now)) if running else None,
         checkpoints=int(ledger.checkpoints),
         rows=None if rows is None else int(rows),
         spark_ui_url=safe_link(ledger.spark_ui_url) if running else None,
-        error=(redact(ledger.error) or "")[:500] or None,
+        error=error_summary(ledger.error)[0],
     )
 
 

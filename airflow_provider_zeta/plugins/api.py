@@ -44,9 +44,9 @@ from airflow_provider_zeta.core.monitor import (
     Section,
     TaskRow,
     history_link,
+    finite_or_none,
     known_section,
     page_bounds,
-    redact,
     redirect_target,
     run_status,
     section_order,
@@ -79,7 +79,7 @@ class StateReader:
         return set(self.storage.list_dir(f"{RUNS_DIR}/{safe_segment(dag_id)}"))
 
     def facts(self, dag_id: str, run_id: str, run_state: str | None, tasks: list[TaskRow]) -> RunFacts:
-        from airflow_provider_zeta.observers import read_attempt_ledgers
+        from airflow_provider_zeta.observers import read_attempt_ledgers, read_state_file
 
         base = run_dir(dag_id, run_id)
         ledgers: dict[tuple[str, int], list[Ledger | CorruptState]] = {}
@@ -87,7 +87,7 @@ class StateReader:
         for task in tasks:
             if task.role != "deploy":
                 continue
-            found = read_attempt_ledgers(self.storage, dag_id, run_id, task.task_id, task.map_index)
+            found = read_attempt_ledgers(self.storage, dag_id, run_id, task.task_id, task.map_index, strict=True)
             ledgers[(task.task_id, task.map_index)] = found
         # Every attempt directory on storage is a leftover, whichever task wrote it.
         attempts = f"{base}/{ATTEMPTS_DIR}"
@@ -101,9 +101,11 @@ class StateReader:
                 continue
             where = self.storage.url_of(f"{base}/{CLEANUP_DIR}/{name}")
             try:
-                record = parse_cleanup_record(self.storage.read_bytes(f"{base}/{CLEANUP_DIR}/{name}"), where)
+                record = parse_cleanup_record(read_state_file(self.storage, f"{base}/{CLEANUP_DIR}/{name}"), where)
             except CorruptState as error:
                 record = error
+            except (RecursionError, OverflowError):
+                record = CorruptState(f"cleanup record {where} holds a value out of range or nested too deeply")
             if record is not None:
                 records.append(record)
         return RunFacts(dag_id, run_id, run_state, tasks, ledgers, records, attempt_paths)
@@ -222,8 +224,11 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
             data["driver_link"] = (
                 driver_link_path(status.dag_id, status.run_id, source.task_id, source.map_index) if log_access else None
             )
-            data["heartbeat_age_text"] = describe_age(source.heartbeat_age)
-            data["checkpoint_age_text"] = describe_age(source.checkpoint_age)
+            # Only finite numbers reach the JSON (Starlette refuses NaN and infinities: a 500).
+            data["heartbeat_age"] = finite_or_none(source.heartbeat_age)
+            data["checkpoint_age"] = finite_or_none(source.checkpoint_age)
+            data["heartbeat_age_text"] = describe_age(data["heartbeat_age"])
+            data["checkpoint_age_text"] = describe_age(data["checkpoint_age"])
             sources.append(data)
         pipelines.append(
             {
@@ -236,7 +241,8 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
                 "sources": sources,
             }
         )
-    due_in = None if status.cleanup_due_at is None else max(0.0, status.cleanup_due_at - now)
+    due_at = finite_or_none(status.cleanup_due_at)
+    due_in = None if due_at is None else finite_or_none(max(0.0, due_at - now))
     return {
         "dag_id": status.dag_id,
         "run_id": status.run_id,
@@ -247,7 +253,7 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
         "end_date": _iso(row.get("end_date")),
         "section": status.section.value,
         "retention": status.retention.value,
-        "cleanup_due_at": status.cleanup_due_at,
+        "cleanup_due_at": due_at,
         "cleanup_due_in": due_in,
         "pipelines": pipelines,
         "error": status.error,
@@ -296,8 +302,16 @@ class Monitor:
                 facts = RunFacts(row["dag_id"], row["run_id"], row["state"], tasks)
             return run_status(facts, self.now, self.settings.driver_lost_after)
         except Exception as error:  # one run's bad state must not break the page for everyone
-            log.warning("zeta.monitor: run %s of %s cannot be shown: %s", row["run_id"], row["dag_id"], error)
-            return RunStatus(
+            return self._error_status(row, error)
+
+    @staticmethod
+    def _error_status(row: dict[str, Any], error: BaseException) -> RunStatus:
+        """A run shown as an error on its own row. Only the exception's class is shown and logged:
+        its text may quote what a job wrote (a value of its ledger), which this process cannot mask."""
+        log.warning(
+            "zeta.monitor.run_unreadable: run %s of %s cannot be shown (%s)", row["run_id"], row["dag_id"], type(error).__name__
+        )
+        return RunStatus(
                 dag_id=row["dag_id"],
                 run_id=row["run_id"],
                 run_state=row["state"],
@@ -305,7 +319,7 @@ class Monitor:
                 retention=RunPhase.RUNNING,
                 cleanup_due_at=None,
                 pipelines=(),
-                error=(redact(f"{type(error).__name__}: {error}") or "")[:500],
+                error=f"its state on the state root cannot be read ({type(error).__name__})",
             )
 
     def live_statuses(self) -> list[tuple[dict[str, Any], RunStatus]]:
@@ -416,8 +430,16 @@ class Monitor:
             "limit": limit,
             "offset": offset,
             "generated_at": self.now,
-            "runs": [run_json(status, row, self.now, row["dag_id"] in self.log_dag_ids) for row, status in page],
+            "runs": [self._run_json(status, row) for row, status in page],
         }
+
+    def _run_json(self, status: RunStatus, row: dict[str, Any]) -> dict[str, Any]:
+        """``run_json``, or the run as an error on its own row if a value cannot be shown."""
+        log_access = row["dag_id"] in self.log_dag_ids
+        try:
+            return run_json(status, row, self.now, log_access)
+        except Exception as error:  # one run's bad state must not break the page for everyone
+            return run_json(self._error_status(row, error), row, self.now, log_access)
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
         from airflow.models.dagrun import DagRun
@@ -429,13 +451,13 @@ class Monitor:
             return None
         row = rows[0]
         status = self._status(row, _task_rows(self.session, rows)[(dag_id, run_id)])
-        return run_json(status, row, self.now, dag_id in self.log_dag_ids)
+        return self._run_json(status, row)
 
     def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
         from airflow_provider_zeta.core.freshness import current_ledger
         from airflow_provider_zeta.observers import read_attempt_ledgers
 
-        return current_ledger(read_attempt_ledgers(self.reader.storage, dag_id, run_id, task_id, map_index))
+        return current_ledger(read_attempt_ledgers(self.reader.storage, dag_id, run_id, task_id, map_index, strict=True))
 
     def launcher_hosts(self, dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> list[str]:
         """The host the launcher recorded for ``token`` (the deploy task's attempt record in
@@ -566,7 +588,11 @@ def build_app():
         host), else ``task_log``: the task's log in the Airflow UI, where the trigger streamed the
         driver's output through Airflow's masker. The driver's log file itself is never served."""
         monitor = Monitor(session, {dag_id})
-        ledger = monitor.current_ledger(dag_id, run_id, task_id, map_index)
+        try:
+            ledger = monitor.current_ledger(dag_id, run_id, task_id, map_index)
+        except Exception as error:  # an unreadable attempt tree: the task log still has the output
+            log.warning("zeta.monitor.driver_link.unreadable: %s.%s run %s (%s)", dag_id, task_id, run_id, type(error).__name__)
+            ledger = CorruptState("unreadable")
         if ledger is None:
             return PlainTextResponse(f"{dag_id}.{task_id} has no driver attempt in run {run_id} yet.", status_code=404)
         target, rule = None, "task_log"

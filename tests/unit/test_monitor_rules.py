@@ -302,10 +302,10 @@ def test_page_bounds():
 
 def test_without_task_log_access_the_driver_error_and_spark_ui_are_left_out():
     tasks = pipeline_tasks(deploys=("running", "running", "running"))
-    running = ledger("t", ckpt=NOW - 3, spark_ui_url="http://driver:4040", error="boom at stage 3")
+    running = ledger("t", ckpt=NOW - 3, spark_ui_url="http://driver:4040", error="KeyError: boom at stage 3")
     facts = RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [running]})
     source = only_pipeline(run_status(facts, NOW, 60)).sources[2]
-    assert (source.spark_ui_url, source.error) == ("http://driver:4040", "boom at stage 3")
+    assert (source.spark_ui_url, source.error) == ("http://driver:4040", "KeyError (the message is in the task log)")
     hidden = without_log_details(source)
     assert (hidden.spark_ui_url, hidden.error) == (None, None)
     assert (hidden.driver, hidden.token, hidden.checkpoint_age) == (source.driver, source.token, source.checkpoint_age)
@@ -339,3 +339,31 @@ def test_retained_runs_are_ordered_by_the_soonest_cleanup():
     ordered = sorted(statuses, key=lambda status: section_order(Section.RETAINED, status))
     assert [status.cleanup_due_at for status in ordered] == [NOW + 100, NOW + 500, None]
     assert section_order(Section.RUNNING, statuses[0]) == ()
+
+
+@pytest.mark.parametrize(
+    "error, shown, rule",
+    [
+        (None, None, "no_error"),
+        (12345, None, "no_error"),
+        ("cancelled by the coordinator (cancel marker)", "cancelled by the coordinator (cancel marker)", "provider_text"),
+        ("terminated by signal 15", "terminated by signal 15", "provider_text"),
+        ("the job exited with status 3", "the job exited with status 3", "provider_text"),
+        ("the job exited with status 'hunter2'", "the driver reported an error (the message is in the task log)", "withheld"),
+        ("ValueError: password=hunter2", "ValueError (the message is in the task log)", "exception_class"),
+        ("Py4JJavaError: An error occurred", "Py4JJavaError (the message is in the task log)", "exception_class"),
+        ("KeyboardInterrupt", "KeyboardInterrupt (the message is in the task log)", "exception_class"),
+        (
+            "could not list the staged output: PermissionError: [Errno 13] /x/hunter2",
+            "could not list the staged output: PermissionError (the message is in the task log)",
+            "exception_class",
+        ),
+        ("hunter2: not a class", "the driver reported an error (the message is in the task log)", "withheld"),
+        ("password=hunter2", "the driver reported an error (the message is in the task log)", "withheld"),
+        ("x" * 10_000_000, "the driver reported an error (the message is in the task log)", "withheld"),
+    ],
+)
+def test_the_page_shows_of_a_driver_error_only_structured_facts(error, shown, rule):
+    from airflow_provider_zeta.core.monitor import error_summary
+
+    assert error_summary(error) == (shown, rule)
