@@ -101,8 +101,9 @@ def process_start_time(pid: int) -> float | None:
     return float(fields[19])
 
 
-def launch_detached(command: list[str], env: dict[str, str], log_path: str) -> ProcessHandle:
-    """Start ``command`` in its own session so it outlives the task process, worker and scheduler."""
+def launch_detached(command: list[str], env: dict[str, str], log_path: str, pass_fds: tuple[int, ...] = ()) -> ProcessHandle:
+    """Start ``command`` in its own session so it outlives the task process, worker and scheduler
+    (``pass_fds``: descriptors it inherits, e.g. the secret Spark properties)."""
     os.makedirs(os.path.dirname(log_path), exist_ok=True)
     with open(log_path, "ab") as log:
         process = subprocess.Popen(
@@ -113,6 +114,7 @@ def launch_detached(command: list[str], env: dict[str, str], log_path: str) -> P
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
+            pass_fds=pass_fds,
         )
     # The Popen object is dropped on purpose: the driver is not our child to wait for. Its exit is
     # read from the ledger; the zombie is reaped by whoever inherits it.

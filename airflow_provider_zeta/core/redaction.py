@@ -396,3 +396,33 @@ def _leaves(value: object, secret: bool, walk: Callable[[Mapping[str, object], b
     if not secret or value is None or isinstance(value, bool) or value == "":
         return []
     return [str(value)]
+
+
+def split_secret_conf(
+    conf: Mapping[str, object], sensitive: Callable[[str], bool] = is_sensitive_key, keep_public: Iterable[str] = ()
+) -> tuple[dict[str, object], dict[str, object]]:
+    """``conf`` as (entries that may stay on a command line, entries whose name is ``sensitive``),
+    for a launcher that must not put the second kind in any process's arguments. ``keep_public``
+    names entries that stay public whatever their name (the attempt token, by which the provider
+    finds a driver's processes)."""
+    public_names = set(keep_public)
+    public: dict[str, object] = {}
+    secret: dict[str, object] = {}
+    for name, value in conf.items():
+        (secret if name not in public_names and sensitive(str(name)) else public)[name] = value
+    return public, secret
+
+
+def java_properties(entries: Mapping[str, object]) -> str:
+    """``entries`` in Java's ``.properties`` syntax (what spark-submit's ``--properties-file``
+    reads): backslash, line breaks, a leading space and the key's separators escaped."""
+
+    def escape(text: str, key: bool) -> str:
+        text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t").replace("\f", "\\f")
+        if key:
+            text = text.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ").replace("#", "\\#").replace("!", "\\!")
+        elif text.startswith(" "):
+            text = "\\" + text
+        return text
+
+    return "".join(f"{escape(str(name), True)}={escape(str(value), False)}\n" for name, value in entries.items())

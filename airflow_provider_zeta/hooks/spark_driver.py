@@ -9,6 +9,19 @@ conf key (and the default app name). The command comes from the hook's private
 the provider is pinned ``>=6.3,<7``). We do not call ``SparkSubmitHook.submit()``: it runs spark-submit as a child
 and blocks for the driver's whole life, which defeats deferral and dies with the task. Instead the
 command it builds is started in its own session (``processes.launch_detached``).
+
+Secret Spark conf never reaches a command line: any local user reads a process's arguments
+(``ps``, ``/proc/<pid>/cmdline``), and the LocalExecutor's log repeats them. Conf entries whose
+name is sensitive (``core.redaction.is_sensitive_key`` or Airflow's ``[core]
+sensitive_var_conn_names``) go into a properties file instead — merged after the user's
+``properties_file``, or after ``spark-defaults.conf`` when none is given (a properties file given
+to spark-submit replaces the defaults file) — that exists only as an anonymous, already deleted
+0600 file: the launch writes it, hands spark-submit its descriptor and the path
+``/dev/fd/<n>`` (the JVMs spark-submit starts inherit it and read it there), and closes its own
+copy. Nothing named is left on disk; the open descriptor dies with the driver's processes, and
+``/proc/<pid>/fd`` of those is readable by their user only (as ``/proc/<pid>/environ`` is).
+Application arguments are not touched: a secret there is visible (docs/operators/zeta_spark_job.md
+says what to use instead).
 """
 
 from __future__ import annotations
@@ -16,10 +29,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
-from airflow_provider_zeta.core.submit_options import hook_arguments
+from airflow_provider_zeta.core.redaction import java_properties, split_secret_conf
+from airflow_provider_zeta.core.submit_options import TOKEN_CONF_KEY, hook_arguments
 from airflow_provider_zeta.processes import ProcessHandle, launch_detached
 from airflow_provider_zeta.runtime import driver as driver_bootstrap
 from airflow_provider_zeta.runtime import log_shipper
@@ -32,8 +47,26 @@ SHIPPER_PATH = str(Path(log_shipper.__file__).resolve())
 _STRIPPED_ENV_PREFIXES = ("AIRFLOW__", "_AIRFLOW")
 
 
+#: Stands for the secret properties file's descriptor number in a command until the launch opens it.
+SECRET_FD = "{zeta-secret-properties-fd}"
+#: The descriptor the log shipper's child re-opens the file on (``shipped_command``).
+SHIPPED_SECRET_FD = 3
+
+
 class ConnectionNotFound(ValueError):
     pass
+
+
+class SubmitCommand(list):
+    """spark-submit's arguments, and the text of the properties file with the secret conf that
+    ``launch_driver`` hands over by descriptor (``None``: no secret conf)."""
+
+    secret_properties: str | None = None
+
+    def with_arguments(self, arguments: list[str]) -> SubmitCommand:
+        command = SubmitCommand(arguments)
+        command.secret_properties = self.secret_properties
+        return command
 
 
 def spark_submit_command(
@@ -64,23 +97,27 @@ def spark_submit_command(
             f"AIRFLOW_CONN_{conn_id.upper()}='{{\"conn_type\": \"spark\", \"host\": \"local[2]\"}}', "
             "or for a standalone cluster host spark://HOST with port 7077."
         ) from None
-    hook = SparkSubmitHook(
-        conn_id=conn_id,
-        **hook_arguments(
-            token=token,
-            conf=conf,
-            application_args=bootstrap_args,
-            options=options,
-            hook_kwargs=hook_kwargs,
-            where=where,
-        ),
+    arguments = hook_arguments(
+        token=token,
+        conf=conf,
+        application_args=bootstrap_args,
+        options=options,
+        hook_kwargs=hook_kwargs,
+        where=where,
     )
+    public, secret = split_secret_conf(arguments["conf"], _sensitive_conf_name, keep_public=(TOKEN_CONF_KEY,))
+    secret_properties = None
+    if secret:
+        secret_properties = _properties_base(arguments.get("properties_file"), where) + java_properties(secret)
+        arguments = {**arguments, "conf": public, "properties_file": f"/dev/fd/{SECRET_FD}"}
+    hook = SparkSubmitHook(conn_id=conn_id, **arguments)
     if hook._connection.get("deploy_mode") == "cluster":
         raise ValueError(
             f"connection {conn_id!r} uses deploy-mode cluster: ZetaSparkJobOperator runs PySpark "
             "drivers in local or client mode (standalone cluster mode rejects Python apps)."
         )
-    command = hook._build_spark_submit_command(BOOTSTRAP_PATH)
+    command = SubmitCommand(hook._build_spark_submit_command(BOOTSTRAP_PATH))
+    command.secret_properties = secret_properties
     if shutil.which(command[0]) is None:
         # pip's pyspark installs spark-submit next to the interpreter; workers often lack it on PATH.
         beside_python = Path(sys.executable).with_name(command[0])
@@ -99,11 +136,69 @@ def driver_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def launch_driver(command: list[str], env: dict[str, str], log_path: str) -> ProcessHandle:
-    return launch_detached(command, env, log_path)
+    """Start ``command`` detached; its secret properties (``SubmitCommand``) go in an anonymous
+    0600 file whose descriptor only the new process inherits."""
+    secret_properties = getattr(command, "secret_properties", None)
+    if not secret_properties:
+        return launch_detached(list(command), env, log_path)
+    # An unnamed (O_TMPFILE) or at once unlinked file, mode 0600: nothing to delete afterwards.
+    with tempfile.TemporaryFile() as properties:
+        properties.write(secret_properties.encode())
+        properties.flush()
+        descriptor = properties.fileno()
+        arguments = [argument.replace(SECRET_FD, str(descriptor)) for argument in command]
+        return launch_detached(arguments, env, log_path, pass_fds=(descriptor,))
 
 
 def shipped_command(command: list[str], attempt_url: str, local_log: str) -> list[str]:
     """``command`` behind the log shipper (``runtime/log_shipper.py``), for a state root the
     triggerer cannot read as a file: the output goes to ``local_log`` on this host and, in chunks,
-    to the attempt at ``attempt_url`` (opened with the driver's own credentials, as its ledger)."""
-    return [sys.executable, SHIPPER_PATH, "--attempt", attempt_url, "--local", local_log, "--", *command]
+    to the attempt at ``attempt_url`` (opened with the driver's own credentials, as its ledger).
+
+    The shipper starts its child with no inherited descriptors: with secret properties, the child
+    is a shell that re-opens the shipper's descriptor (``/proc/<shipper>/fd/<n>``, readable by the
+    same user only) as descriptor 3 and then becomes spark-submit."""
+    shipper = [sys.executable, SHIPPER_PATH, "--attempt", attempt_url, "--local", local_log, "--"]
+    if not getattr(command, "secret_properties", None):
+        return [*shipper, *command]
+    assert isinstance(command, SubmitCommand)
+    inner = [argument.replace(f"/dev/fd/{SECRET_FD}", f"/dev/fd/{SHIPPED_SECRET_FD}") for argument in command]
+    reopen = f'exec "$@" {SHIPPED_SECRET_FD}<"/proc/$PPID/fd/{SECRET_FD}"'
+    return command.with_arguments([*shipper, "/bin/sh", "-c", reopen, "sh", *inner])
+
+
+def _sensitive_conf_name(name: str) -> bool:
+    from airflow_provider_zeta.triggers.driver_output import _sensitive_name
+
+    return _sensitive_name(name)
+
+
+def _properties_base(user_file: object, where: str, environ: Mapping[str, str] | None = None) -> str:
+    """What the secret entries are appended to: the user's ``properties_file``, else the
+    ``spark-defaults.conf`` spark-submit would have read (a given properties file replaces it)."""
+    if user_file:
+        try:
+            return Path(str(user_file)).read_text() + "\n"
+        except OSError as error:
+            raise ValueError(
+                f"{where}: properties_file {str(user_file)!r} cannot be read ({error.strerror}); the secret Spark conf "
+                "is merged into a copy of it at launch: make it readable by the worker, or leave properties_file unset"
+            ) from None
+    environ = os.environ if environ is None else environ
+    defaults = _spark_conf_dir(environ)
+    if defaults is not None and (defaults / "spark-defaults.conf").is_file():
+        return (defaults / "spark-defaults.conf").read_text() + "\n"
+    return ""
+
+
+def _spark_conf_dir(environ: Mapping[str, str]) -> Path | None:
+    if environ.get("SPARK_CONF_DIR"):
+        return Path(environ["SPARK_CONF_DIR"])
+    if environ.get("SPARK_HOME"):
+        return Path(environ["SPARK_HOME"]) / "conf"
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyspark")  # pip's pyspark: spark-submit's home is the package
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0]) / "conf"
