@@ -171,3 +171,28 @@ def test_a_failing_drivers_text_stays_out_of_the_exception_and_goes_to_the_task_
     logged = capsys.readouterr().out  # the task's logger writes here outside a task runner
     assert reversed_secret in logged  # the tail is in the task's log...
     assert not [f for f in fragments(S3_SECRET) if f in logged], logged[-2000:]  # ...masked
+
+
+def test_behind_the_log_shipper_spark_submit_still_reads_the_secret_conf(tmp_path, spark_on_path):
+    """On an object-store state root spark-submit runs as the log shipper's child, which inherits
+    no descriptor: its shell re-opens the shipper's (``/proc/<shipper>/fd/<n>``)."""
+    from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver
+
+    command = spark_submit_command(
+        conn_id="spark_default", token="tokship", bootstrap_args=["--zeta-spec", "{}"],
+        conf={"spark.hadoop.fs.s3a.secret.key": S3_SECRET, "spark.zeta.fakeStartupDelay": "1"}, hook_kwargs=None,
+    )
+    shipped = shipped_command(command, f"file://{tmp_path}/attempt", str(tmp_path / "local.log"))
+    watcher = Watcher(fragments(S3_SECRET))
+    watcher.start()
+    try:
+        launch_driver(shipped, driver_environment(), str(tmp_path / "driver.log"))
+        deadline = time.monotonic() + 30
+        while not spark_on_path.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        watcher.stop.set()
+        watcher.join(5)
+    (submitted,) = [json.loads(line) for line in spark_on_path.read_text().splitlines()]
+    assert submitted["conf"]["spark.hadoop.fs.s3a.secret.key"] == S3_SECRET
+    assert watcher.seen_driver and not watcher.hits, watcher.hits[:3]
