@@ -3,12 +3,13 @@
 Where it is used, and why it is not the only line of defence
 ------------------------------------------------------------
 A driver's output reaches users through the deploy task's log: the driver trigger streams it there
-(``triggers/driver_output.py``), and Airflow's own secrets masker then replaces every *value* it
-knows (the passwords and extras of the connections the driver can reach, values of sensitive
-Variables and keys named in ``[core] sensitive_var_conn_names``). That masker cannot know a
-credential that lives only in the job (a key in its code, a secret it generated); this module masks
-what *looks* like one. It is applied to each streamed line before Airflow's masker sees it, and to
-everything job-written that the monitoring plugin shows (the ledger's ``error``).
+(``triggers/driver_output.py``). Each line first passes Airflow's own secrets masker, whole, which
+replaces every *value* it knows (the passwords and extras of the connections the driver can reach,
+the sensitive conf, environment and arguments the deploy rendered, each with the printed variants
+``secret_variants`` lists). That masker cannot know a credential that lives only in the job (a key
+in its code, a secret it generated); this module then masks what *looks* like one, in what the
+value pass left. It is also applied to everything job-written that the monitoring plugin shows (the
+ledger's ``error``).
 
 What is masked (the forms a reviewer found leaking; ``tests/unit/test_redaction.py`` has one row
 per form):
@@ -26,8 +27,14 @@ per form):
 * ``Bearer <token>`` anywhere;
 * the password of a URL's user info, up to the *last* ``@`` of the URL (``s3a://AKIA…:wJal/K7…@b``,
   ``postgres://:pw@h``);
-* PEM private key blocks (``-----BEGIN … PRIVATE KEY-----`` … ``END``), also when the text starts
-  inside one (a tail cut in the middle) or ends inside one;
+* PEM, OpenSSH and PGP private key blocks (``-----BEGIN … PRIVATE KEY[ BLOCK]-----`` … ``END``),
+  also when the text starts inside one (a tail cut in the middle) or ends inside one;
+* more key/value shapes: escaped JSON (``{\\"password\\": \\"x\\"}``), Spark's ``getConf().getAll()``
+  tuples (``('spark.hadoop.fs.s3a.secret.key', 'x')``), Hadoop's XML (``<name>…secret.key</name>
+  <value>x``), the separators ``->``, ``=>``, `` is ``, a tab, ``%3D``, a non-breaking space;
+  terminal colour codes are dropped first;
+* ``user:pw@host`` without a scheme, Oracle's ``user/pw@db``, ``mysql … -pPW``; a ``-p`` flag's
+  value runs to the next whitespace (``-p Pass,Word``);
 * ``redact_tail``: a tail read from the middle of a file drops its first, partial line — it may
   start in the middle of a key (``ssword=hunter2``).
 

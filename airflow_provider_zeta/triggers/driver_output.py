@@ -9,20 +9,23 @@ Purpose
     masker on the way (the triggerer's log processors apply ``mask_logs``).
 
 How it works
-    * **Masking.** Before the first line, ``register_secrets`` fetches every connection the driver
-      can reach — the operator's Spark connection and each ``AIRFLOW_CONN_*`` in the driver's
-      environment (``connections_visible_to_driver``) — through the Task SDK, which registers their
-      passwords and extras, and the extras' values whose keys ``[core] sensitive_var_conn_names``
-      names, with Airflow's masker. The values only the worker knows (a connection defined in its
-      environment or in ``env_vars``, sensitive ``env_vars``/``conf`` entries and flags,
-      ``core.redaction.driver_secret_values``) come sealed with Airflow's Fernet key in the kwargs
-      (``seal_driver_secrets``), which Airflow stores unencrypted, and are registered too. Each
-      line is also passed through ``core.redaction.redact``
-      (credentials that look like credentials, e.g. a key the job made up), so what reaches the log
-      is masked twice: by value (Airflow) and by form (the provider).
+    * **Masking, by value first.** Before the first line, ``register_secrets`` fetches every
+      connection the driver can reach — the operator's Spark connection and each ``AIRFLOW_CONN_*``
+      in the driver's environment (``connections_visible_to_driver``) — through the Task SDK, and
+      registers their passwords and the extras' values under sensitive names (this provider's key
+      test and ``[core] sensitive_var_conn_names``) with Airflow's masker. The values only the
+      worker knows (a connection defined in its environment or in ``env_vars``, sensitive
+      ``env_vars``/``conf`` entries and flags, ``core.redaction.driver_secret_values``) come sealed
+      with Airflow's Fernet key in the kwargs (``seal_driver_secrets``), which Airflow stores
+      unencrypted, and are registered too. Every value is registered with its printed variants
+      (``core.redaction.secret_variants``). Each line then passes ``mask_by_value`` whole (Airflow's
+      masker, then the registered values longest first) *before* ``core.redaction.redact``'s
+      patterns, which only see what is left: a pattern that stops at ``&`` or ``,`` can no longer
+      cut a registered value in two.
     * **Bounded.** One poll reads at most ``max_bytes`` (64 KiB) and logs only complete lines; a
       line longer than ``max_line`` is cut. A driver that writes faster than that is followed with a
-      lag, never by reading the whole file at once.
+      lag, never by reading the whole file at once. A cut never falls inside a registered value
+      (``safe_cut``): each piece is masked alone, so a value across it would leak in halves.
     * **Offset.** The offset of the next unread byte is kept in the attempt directory
       (``driver.log.offset``, replaced atomically after each poll that advanced), and the one at
       defer time is in the trigger's kwargs; a new trigger — after a triggerer restart, or the next

@@ -40,6 +40,21 @@ FORMS = [
     ("URL with user and password", "postgresql://u:hunter2@db:5432/x", ["hunter2"], ["postgresql://u:", "@db:5432/x"]),
     ("token: value", "token: ghp_SeCrEt123", ["ghp_SeCrEt123"], ["token:"]),
     ("single-quoted secret", "secret_key 'sk_live_SeCrEt'", ["sk_live_SeCrEt"], ["secret_key"]),
+    # Forms a job prints that no value masker knows (the value is not registered): patterns only.
+    ("Hadoop XML", "<property><name>fs.s3a.secret.key</name><value>xmlSeCrEt/K7+Q</value></property>", ["xmlSeCrEt"], ["<name>fs.s3a.secret.key</name><value>", "</value></property>"]),
+    ("getConf().getAll() tuple", "[('spark.app.name', 'sales'), ('spark.hadoop.fs.s3a.secret.key', 'tupleSeCrEt/K7')]", ["tupleSeCrEt"], ["'spark.app.name', 'sales'"]),
+    ("escaped JSON", '{\\"password\\": \\"escSeCrEt&x\\", \\"user\\": \\"u\\"}', ["escSeCrEt"], ['\\"user\\": \\"u\\"']),
+    ("PGP private key block", "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBGXkPgpSeCrEt\n=Ab12\n-----END PGP PRIVATE KEY BLOCK-----\nafter", ["lQOYBGXkPgpSeCrEt", "=Ab12"], ["after"]),
+    ("scott/tiger@db", "sqlplus scott/tigerSeCrEt@orcl as sysdba", ["tigerSeCrEt"], ["sqlplus scott/", "@orcl as sysdba"]),
+    ("user:pw@host without scheme", "connecting etl:hostSeCrEt&1@db.internal:5432", ["hostSeCrEt"], ["etl:", "@db.internal:5432"]),
+    ("tab separator", "password\ttabSeCrEt", ["tabSeCrEt"], ["password\t"]),
+    ("arrow separator", "db_password -> arrowSeCrEt", ["arrowSeCrEt"], ["db_password -> "]),
+    ("'is' separator", "the password is isSeCrEt!", ["isSeCrEt"], ["the password is "]),
+    ("non-breaking space", "password\u00a0=\u00a0nbspSeCrEt", ["nbspSeCrEt"], ["password"]),
+    ("ANSI colours", "\x1b[1;31mpassword\x1b[0m: \x1b[33mansiSeCrEt\x1b[0m", ["ansiSeCrEt"], ["password: "]),
+    ("URL-encoded pair", "body=user%3Detl%26password%3DencSeCrEt%26x%3D1", ["encSeCrEt"], ["user%3Detl"]),
+    ("mysql -pPASS", "mysql -u etl -pglueSeCrEt sales", ["glueSeCrEt"], ["mysql -u etl -p", " sales"]),
+    ("-p with commas", "mysql -u etl -p Pass,Word,SeCrEt -h db", ["Word,SeCrEt", "SeCrEt"], ["-h db"]),
 ]
 
 
