@@ -21,9 +21,11 @@ from airflow_provider_zeta.core.cleanup import (
     DriverView,
     Leftovers,
     check_paths,
+    owned_output_entry,
     parse_cleanup_record,
 )
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
+from airflow_provider_zeta.core.publish import COMMIT_MARKER
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     LEDGER_FILE,
@@ -79,8 +81,10 @@ def find_leftovers(
     open_output: OutputOpener,
     task_ids: Iterable[str] | None = None,
     roots: Iterable[str] | None = None,
+    pipeline_id: str | None = None,
 ) -> tuple[Leftovers, list[tuple[str, str, str]]]:
-    """The run's attempt directories (of ``task_ids`` if given) and its pending/tombstone dirs.
+    """The run's attempt directories (of ``task_ids`` if given) and its pending/tombstone dirs (of
+    ``pipeline_id`` if given: ``core.cleanup.owned_output_entry`` by each entry's commit marker).
 
     Also returns the attempts as (task segment, token, relative path) for the driver check.
     """
@@ -98,10 +102,39 @@ def find_leftovers(
         out = open_output(root)
         paths: list[str] = []
         for folder in (run_pending_dir(dag_id, run_id), run_tombstones_dir(dag_id, run_id)):
-            paths.extend(f"{folder}/{name}" for name in out.list_dir(folder))
+            for name in out.list_dir(folder):
+                entry = f"{folder}/{name}"
+                if pipeline_id is None or owned_output_entry(entry_pipeline(out, entry), pipeline_id):
+                    paths.append(entry)
         if paths:
             outputs[root] = tuple(sorted(paths))
     return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+
+
+#: How deep below a pending directory its commit marker may lie: ``<commit>-<nonce>/<partition>/``,
+#: a partition of up to this many ``key=value`` segments.
+MARKER_SEARCH_DEPTH = 6
+
+
+def entry_pipeline(out: StateStorage, entry: str) -> str | None:
+    """The ``pipeline_id`` the commit marker of a pending directory or tombstone names, or ``None``
+    (no marker found, unreadable, or written before markers named their pipeline)."""
+    level = [entry]
+    for _ in range(MARKER_SEARCH_DEPTH + 1):
+        deeper = []
+        for folder in level:
+            raw = out.read_bytes(f"{folder}/{COMMIT_MARKER}")
+            if raw is not None:
+                try:
+                    value = json.loads(raw).get("pipeline_id")
+                except (ValueError, AttributeError):
+                    return None
+                return str(value) if value else None
+            deeper += [f"{folder}/{name}" for name in out.list_dir(folder) if "=" in name and not name.startswith("source=")]
+        level = deeper
+        if not level:
+            break
+    return None
 
 
 def driver_views(

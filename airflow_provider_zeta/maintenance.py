@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow.sdk import DAG
 
-from airflow_provider_zeta.operators.cleanup import CLEANUP_ASSET, CarryOutCleanupsOperator
+from airflow_provider_zeta.operators.cleanup import CLEANUP_ASSET, DEFAULT_CLEANUP_DAG_ID, CarryOutCleanupsOperator
 from airflow_provider_zeta.operators.sweep import ZetaSweepOperator
 
 _START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -34,7 +34,7 @@ def zeta_sweep_dag(
 
 
 def zeta_cleanup_dag(
-    dag_id: str = "zeta_cleanup",
+    dag_id: str = DEFAULT_CLEANUP_DAG_ID,
     max_active_runs: int = 64,
     recheck_interval: float = 15.0,
     operator_class: type[CarryOutCleanupsOperator] = CarryOutCleanupsOperator,

@@ -110,6 +110,17 @@ class CleanupRecord:
     cleaned_at: float | None = None
     # Written by versions before issue 14 (their ownership rule compared it); read, never used.
     task_max_tries: int | None = None
+    # Which Airflow run wrote the record: a nonce the cleanup task keeps in its task state store
+    # (``RUN_NONCE_KEY``), which lives and dies with the run. A run deleted and created again under
+    # the same id (backfill ids are deterministic) has a new one, so its cleanup never takes the
+    # deleted run's record for its own. ``None``: written by the sweep or an older version.
+    run_nonce: str | None = None
+    # The pipeline (TaskGroup) whose cleanup task wrote the record and the tasks whose attempts it
+    # owns: two pipelines of one DAG writing one table share the run's pending and tombstone
+    # directories, and each cleans only its own (by the commit markers there). ``None`` / ``()``:
+    # the whole run (the sweep, a standalone cleanup task, older versions).
+    pipeline_id: str | None = None
+    tasks: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
         data = asdict(self)
@@ -118,6 +129,7 @@ class CleanupRecord:
         data["outputs"] = {root: list(paths) for root, paths in sorted(self.outputs.items())}
         data["adopted"] = list(self.adopted)
         data["stopped_drivers"] = list(self.stopped_drivers)
+        data["tasks"] = list(self.tasks)
         data["v"] = RECORD_VERSION
         return json.dumps(data, sort_keys=True).encode()
 
@@ -161,6 +173,9 @@ def parse_cleanup_record(raw: bytes | str | Mapping[str, Any] | None, where: str
             stopped_drivers=tuple(_strings(data.get("stopped_drivers") or [], "stopped_drivers")),
             cleaned_at=_field(data, "cleaned_at", lambda v: None if v is None else float(v), required=False),
             task_max_tries=_field(data, "task_max_tries", lambda v: None if v is None else int(v), required=False),
+            run_nonce=_field(data, "run_nonce", lambda v: None if v is None else str(v), required=False),
+            pipeline_id=_field(data, "pipeline_id", lambda v: None if v is None else str(v), required=False),
+            tasks=tuple(_strings(data.get("tasks") or [], "tasks")),
         )
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as error:
         raise CorruptState(
@@ -252,12 +267,14 @@ def merge_outputs(*groups: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, 
 
 #: Task-state-store key of the record's header (owner, due time, status, digest of the lists).
 RECORD_KEY = "zeta_cleanup"
+#: Task-state-store key of the run's nonce (``CleanupRecord.run_nonce``), written before any record.
+RUN_NONCE_KEY = "zeta_cleanup_run"
 #: A task-state-store value holds at most 65,535 bytes; a record of a 1000-source run lists ~100 kB
 #: of paths (and a run may have stopped thousands of drivers), so every list that grows with the
 #: run goes into numbered keys of at most this many characters each; the header stays small.
 STORE_CHUNK_CHARS = 48_000
 #: The record's fields that grow with the run: stored in the chunks, never in the header.
-CHUNKED_FIELDS = ("state_paths", "outputs", "stopped_drivers", "adopted")
+CHUNKED_FIELDS = ("state_paths", "outputs", "stopped_drivers", "adopted", "tasks")
 
 
 def record_chunk_key(index: int) -> str:
@@ -337,6 +354,7 @@ def decide_start(
     incarnation: int,
     stored: CleanupRecord | CorruptState | None,
     on_file: CleanupRecord | CorruptState | None,
+    run_nonce: str | None = None,
 ) -> StartDecision:
     """How a cleanup task of ``incarnation`` starts (first try, retry, or a re-run after a restart).
 
@@ -344,6 +362,10 @@ def decide_start(
     ``on_file`` is the record file of this incarnation. The file is written first, so a crash
     between the two writes leaves only the file: it is taken, and its due time stands. A torn write
     of the store (a crash between its path chunks and its header) also falls back to the file.
+
+    The file is taken only when it names this run (``run_nonce``, kept in the task state store
+    before any record is written): a file of a deleted run of the same id is not this run's
+    record (``foreign_record_file``): a new record is written that adopts its paths.
     """
     if isinstance(stored, CorruptState) and not (isinstance(on_file, CleanupRecord) and on_file.incarnation == incarnation):
         return StartDecision(StartAction.FAIL, "corrupt_record", str(stored))
@@ -363,6 +385,13 @@ def decide_start(
             return StartDecision(StartAction.RESUME, "resume_window", f"keeps the due time {stored.due_at:.0f}", stored)
     if isinstance(on_file, CorruptState):
         return StartDecision(StartAction.FAIL, "corrupt_record", str(on_file))
+    if on_file is not None and run_nonce is not None and on_file.run_nonce != run_nonce:
+        return StartDecision(
+            StartAction.NEW,
+            "foreign_record_file",
+            f"the record file of incarnation {on_file.incarnation} was written by another run of this id (deleted "
+            f"and created again): a new record of this run adopts its {on_file.paths_count} paths",
+        )
     if on_file is not None and on_file.incarnation == incarnation:
         if on_file.status is RecordStatus.CLEANED:
             return StartDecision(
@@ -385,8 +414,16 @@ def new_record(
     older: Sequence[CleanupRecord] = (),
     stopped_drivers: Sequence[str] = (),
     task_max_tries: int | None = None,
+    run_nonce: str | None = None,
+    pipeline_id: str | None = None,
+    tasks: Sequence[str] = (),
 ) -> CleanupRecord:
-    """A pending record over ``leftovers`` plus the paths of the ``older`` records it adopts."""
+    """A pending record over ``leftovers`` plus the paths of the ``older`` records it adopts.
+
+    Its due time is now + ``retention``, or the latest due time of an adopted record when that is
+    later: a path's due time never moves earlier (a retention lowered since the older record was
+    written does not shorten the older paths' window).
+    """
     pending_older = [r for r in older if r.status is RecordStatus.PENDING]
     return CleanupRecord(
         dag_id=dag_id,
@@ -394,28 +431,74 @@ def new_record(
         incarnation=incarnation,
         owner=owner,
         created_at=now,
-        due_at=now + retention,
+        due_at=max([now + retention, *(r.due_at for r in pending_older)]),
         state_paths=tuple(sorted({*leftovers.state_paths, *(p for r in pending_older for p in r.state_paths)})),
         outputs=merge_outputs(leftovers.outputs, *(r.outputs for r in pending_older)),
-        adopted=tuple(sorted({r.incarnation for r in older if r.incarnation is not None})),
+        adopted=tuple(sorted({r.incarnation for r in older if r.incarnation is not None and r.incarnation != incarnation})),
         stopped_drivers=tuple(sorted(set(stopped_drivers))),
         task_max_tries=task_max_tries,
+        run_nonce=run_nonce,
+        pipeline_id=pipeline_id,
+        tasks=tuple(sorted(set(tasks))),
     )
 
 
-def wait_until(record: CleanupRecord, now: float, retention: float) -> float | None:
-    """The moment to wait for before carrying out ``record``, or ``None``: carry it out now.
+def owned_output_entry(entry_pipeline: str | None, pipeline_id: str | None) -> bool:
+    """Whether a pending directory or tombstone of the run belongs to the cleanup of ``pipeline_id``.
 
-    The due time is absolute and never moves on a restore. A due time already past (a long outage,
-    or this host's clock ahead of the writer's) means clean now. A due time further away than the
-    record's own window (the writer's clock was ahead) is capped at now + that window, so a skewed
-    clock cannot keep data for longer than one window past the moment it is looked at — and a
-    retention lowered since the record was written never shortens it.
+    The entry's commit marker names the pipeline that assembled it (pending) or whose partition it
+    replaced (a tombstone: replacing is only ever done over the same pipeline's partition). An entry
+    whose marker names another pipeline is that pipeline's; one without a readable marker (an
+    assembly cut short) is taken by every cleanup of the run (deleting twice is a no-op).
     """
-    if record.due_at <= now:
-        return None
-    window = max(record.due_at - record.created_at, 0.0) or retention
-    return min(record.due_at, now + window)
+    return pipeline_id is None or not entry_pipeline or entry_pipeline == pipeline_id
+
+
+# -- is anything going to carry the record out? ------------------------------------------------
+
+
+def cleanup_dag_problem(cleanup_dag_id: str, found: bool | None, paused: bool | None) -> tuple[str, str] | None:
+    """(rule, reason) when no cleanup DAG will carry the run's record out at its due time, or ``None``.
+
+    A pipeline's cleanup task only records; the cleanup DAG deletes. Without it (not deployed, or
+    paused) staging data, driver logs and tombstones stay until a sweep runs, or forever when none
+    is deployed either: the task says so in its log instead of ending as if all were well.
+    ``found`` is ``None`` when Airflow could not be asked.
+    """
+    deploy = (
+        "deploy dags/zeta_maintenance.py beside your pipelines (or call "
+        "airflow_provider_zeta.maintenance.zeta_cleanup_dag() and zeta_sweep_dag() in a DAG file of yours)"
+    )
+    if found is None:
+        return ("cleanup_dag_unknown", f"could not ask Airflow whether the cleanup DAG {cleanup_dag_id!r} is deployed")
+    if not found:
+        return (
+            "cleanup_dag_missing",
+            f"no DAG {cleanup_dag_id!r} is deployed: nothing deletes this run's staging data, driver logs and "
+            f"tombstones at their due time (only a sweep, if one runs); {deploy}",
+        )
+    if paused:
+        return (
+            "cleanup_dag_paused",
+            f"the cleanup DAG {cleanup_dag_id!r} is paused: this run's data is not deleted at its due time "
+            "until it is unpaused (only a sweep, if one runs, deletes it meanwhile)",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Overdue:
+    """Pending records past their due time: how many, and how late the most overdue one is."""
+
+    count: int = 0
+    most_late_s: float = 0.0
+
+
+def overdue_cleanups(records: Sequence[CleanupRecord], now: float, grace: float = 60.0) -> Overdue:
+    """The records still pending ``grace`` seconds after their due time: what a cleanup DAG that is
+    missing, paused or failing leaves behind (the monitoring page's "overdue cleanups")."""
+    late = [now - r.due_at for r in records if r.status is RecordStatus.PENDING and now - r.due_at > grace]
+    return Overdue(len(late), max(late, default=0.0))
 
 
 # -- carrying a record out at its due time (the cleanup DAG, and the sweep for past-due ones) -------
@@ -509,6 +592,9 @@ def decide_due(
         record.dag_id, record.run_id, run.clear_number, record.owner, now, window, uncovered, older=list(taken.values())
     )
     renewed = renewed.with_changes(
+        run_nonce=record.run_nonce,
+        pipeline_id=record.pipeline_id,
+        tasks=record.tasks,
         adopted=tuple(i for i in renewed.adopted if i != run.clear_number),
         due_at=max([renewed.due_at] + [r.due_at for r in taken.values() if r.incarnation == run.clear_number]),
     )
@@ -599,6 +685,9 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
             stop=live,
         )
     uncovered = view.leftovers.minus(pending)
+    # Leftovers of a run get the longest window any of its records was given (the pipeline's own
+    # cleanup_delay), never less than ``retention``: the sweep does not shorten a run's retention.
+    retention = max([retention, *(max(r.due_at - r.created_at, 0.0) for r in records if r.incarnation is not None)])
     # The ownership guard decides for past-due records too: only those of the run's current
     # incarnation are carried out; older ones are dropped (adopted) or renewed (decide_due).
     status = None

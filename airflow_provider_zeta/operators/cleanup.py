@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import uuid
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from airflow.sdk import Asset, BaseOperator
@@ -75,10 +76,12 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.cleanup import (
     RECORD_KEY,
+    RUN_NONCE_KEY,
     CleanupRecord,
     DueAction,
     RecordStatus,
     StartAction,
+    cleanup_dag_problem,
     decide_due,
     decide_start,
     new_record,
@@ -115,6 +118,9 @@ if TYPE_CHECKING:
 #: names the record: dag_id, run_id, owner (the cleanup task id), incarnation, due_at.
 CLEANUP_ASSET = Asset(name="zeta_cleanup_recorded", uri="zeta://cleanup/recorded")
 EVENT_KEY = "zeta_cleanup"
+#: The id ``maintenance.zeta_cleanup_dag`` gives the cleanup DAG; a pipeline's cleanup task warns when
+#: no DAG of this id is deployed, or it is paused.
+DEFAULT_CLEANUP_DAG_ID = "zeta_cleanup"
 
 
 class DelayedCleanupOperator(BaseOperator):
@@ -126,6 +132,13 @@ class DelayedCleanupOperator(BaseOperator):
     :param task_ids: tasks whose attempt directories this cleanup owns; default its upstream tasks.
     :param output_roots: output tables whose pending directories and tombstones of this run it
         deletes (templated); default every output table the run registered.
+    :param cleanup_dag_id: the cleanup DAG that carries the record out (default ``zeta_cleanup``, the
+        id ``maintenance.zeta_cleanup_dag`` gives it): the task warns in its log
+        (``zeta.cleanup.cleanup_dag_missing`` / ``cleanup_dag_paused``) when it is not deployed or
+        paused. ``None``: no check.
+    :param pipeline_id: the pipeline whose pending directories and tombstones it records (by the
+        pipeline their commit markers name, as ``CompletedPointOperator(pipeline_id=)``); default
+        its TaskGroup id, or the whole run outside a group.
     """
 
     template_fields = ("retention", "output_roots")
@@ -137,6 +150,8 @@ class DelayedCleanupOperator(BaseOperator):
         retention: Duration | None = None,
         task_ids: Sequence[str] | None = None,
         output_roots: Sequence[str] | None = None,
+        cleanup_dag_id: str | None = DEFAULT_CLEANUP_DAG_ID,
+        pipeline_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         # A retry takes up the record it wrote (the due time stands), so retrying is always safe.
@@ -150,18 +165,21 @@ class DelayedCleanupOperator(BaseOperator):
         self.retention = retention
         self.task_ids = list(task_ids) if task_ids is not None else None
         self.output_roots = list(output_roots) if output_roots is not None else None
+        self.cleanup_dag_id = cleanup_dag_id
+        self.pipeline_id = pipeline_id
         self.as_teardown()
 
     def execute(self, context: Context) -> Any:
         state, retention = self._state_and_retention()
         dag_id, run_id, incarnation = self._owner(context)
         stored = self._stored(context)
+        run_nonce = self._run_nonce(context)
         file_path = cleanup_record_path(dag_id, run_id, self.task_id, incarnation)
         try:
             on_file = parse_cleanup_record(state.read_bytes(file_path), state.url_of(file_path))
         except CorruptState as error:
             on_file = error
-        decision = decide_start(incarnation, stored, on_file)
+        decision = decide_start(incarnation, stored, on_file, run_nonce)
         self.log.info("zeta.cleanup.%s: %s", decision.rule, decision.reason)
         if decision.action is StartAction.FAIL:
             raise AirflowFailException(f"[zeta.cleanup.{decision.rule}] {decision.reason}")
@@ -174,8 +192,11 @@ class DelayedCleanupOperator(BaseOperator):
             if stored != record:
                 self._store(context, record)
         else:
-            record = self._open_window(context, state, dag_id, run_id, incarnation, retention, stored)
+            # A foreign file (a deleted run of this id) is replaced by the new record: its paths go in.
+            foreign = [on_file] if decision.rule == "foreign_record_file" and isinstance(on_file, CleanupRecord) else []
+            record = self._open_window(context, state, dag_id, run_id, incarnation, retention, stored, run_nonce, foreign)
         self._announce(context, record)
+        self._warn_unless_carried_out(context)
         return _summary(record)
 
     def execute_complete(self, context: Context, event: Any = None) -> Any:
@@ -194,16 +215,57 @@ class DelayedCleanupOperator(BaseOperator):
     def failure_window(self, name: str, context: Context) -> None:
         """Hook for tests: called at ``after_record_file``."""
 
-    def _open_window(self, context, state, dag_id, run_id, incarnation, retention, stored) -> CleanupRecord:
+    def _warn_unless_carried_out(self, context: Context) -> None:
+        """Say so in the log when no cleanup DAG will carry the record out (``cleanup_dag_problem``).
+
+        Asked through the Task SDK (``ti.get_dag``: the DAG's row, paused or not); a task has no ORM.
+        """
+        if not self.cleanup_dag_id:
+            return
+        found: bool | None
+        paused: bool | None = None
+        try:
+            paused = bool(context["ti"].get_dag(self.cleanup_dag_id).is_paused)
+            found = True
+        except Exception as error:  # the Task SDK answers a missing DAG with an error naming not_found
+            found = False if "not_found" in str(error) or "404" in str(error) else None
+            if found is None:
+                self.log.warning("zeta.cleanup: asking Airflow for DAG %r failed: %s", self.cleanup_dag_id, error)
+        problem = cleanup_dag_problem(self.cleanup_dag_id, found, paused)
+        if problem is not None:
+            self.log.warning("zeta.cleanup.%s: %s", *problem)
+
+    def _open_window(
+        self, context, state, dag_id, run_id, incarnation, retention, stored, run_nonce=None, foreign=()
+    ) -> CleanupRecord:
         leftovers, attempts = find_leftovers(
-            state, dag_id, run_id, open_state_storage, task_ids=self._owned_tasks(), roots=self.output_roots
+            state,
+            dag_id,
+            run_id,
+            open_state_storage,
+            task_ids=self._owned_tasks(),
+            roots=self.output_roots,
+            pipeline_id=self._pipeline_id(),
         )
         live = [d for d in driver_views(state, attempts) if d.live]
         stopped = stop_drivers(state, live) if live else []
         if stopped:
             self.log.info("zeta.cleanup: stopped %d driver(s) still alive for the ended run", len(stopped))
-        older = self._own_older_records(state, dag_id, run_id, incarnation, stored)
-        record = new_record(dag_id, run_id, incarnation, self.task_id, time.time(), retention, leftovers, older, stopped)
+        older = [*self._own_older_records(state, dag_id, run_id, incarnation, stored), *foreign]
+        record = new_record(
+            dag_id,
+            run_id,
+            incarnation,
+            self.task_id,
+            time.time(),
+            retention,
+            leftovers,
+            older,
+            stopped,
+            run_nonce=run_nonce,
+            pipeline_id=self._pipeline_id(),
+            tasks=self._owned_tasks(),
+        )
         write_record_file(state, record)  # 1. the file: the durable intent, found by the cleanup DAG and the sweep
         self.failure_window("after_record_file", context)
         self._store(context, record)  # 2. the task's own copy (a retry resumes from it)
@@ -251,8 +313,28 @@ class DelayedCleanupOperator(BaseOperator):
         ti = context["ti"]
         return ti.dag_id, ti.run_id, int(getattr(context["dag_run"], "clear_number", 0) or 0)
 
+    def _pipeline_id(self) -> str | None:
+        """The pipeline this cleanup belongs to, as the completed point names it in its commit
+        markers: ``pipeline_id``, or the task's TaskGroup id; ``None`` outside a group (the whole run)."""
+        if self.pipeline_id:
+            return self.pipeline_id
+        group = getattr(self, "task_group", None)
+        return group.group_id if group is not None and group.group_id else None
+
     def _owned_tasks(self) -> list[str]:
         return list(self.task_ids) if self.task_ids is not None else sorted(self.upstream_task_ids)
+
+    @staticmethod
+    def _run_nonce(context: Context) -> str:
+        """This run's nonce (``CleanupRecord.run_nonce``): kept in the task state store, which lives
+        and dies with the run and survives retries and clears; written before any record."""
+        store = context["task_state_store"]
+        nonce = store.get(RUN_NONCE_KEY)
+        if isinstance(nonce, str) and nonce:
+            return nonce
+        nonce = uuid.uuid4().hex
+        store.set(RUN_NONCE_KEY, nonce)
+        return nonce
 
     def _stored(self, context: Context) -> CleanupRecord | CorruptState | None:
         store = context["task_state_store"]
@@ -332,7 +414,14 @@ class CarryOutCleanupsOperator(BaseOperator):
                         self.log.warning("zeta.cleanup: record %s is still pending after it was carried out", record_key)
                         continue
                     status = run_status(ti, dag_id, run_id)
-                    uncovered, _ = find_leftovers(state, dag_id, run_id, open_state_storage)
+                    uncovered, _ = find_leftovers(
+                        state,
+                        dag_id,
+                        run_id,
+                        open_state_storage,
+                        task_ids=record.tasks or None,
+                        pipeline_id=record.pipeline_id,
+                    )
                     uncovered = uncovered.minus([r for r in valid if r.status is RecordStatus.PENDING])
                     decision = decide_due(record, status, valid, uncovered, now, self.recheck_interval)
                     label = f"{dag_id} {run_id} {owner} incarnation {record.incarnation}"

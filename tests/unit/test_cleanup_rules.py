@@ -23,7 +23,6 @@ from airflow_provider_zeta.core.cleanup import (
     record_from_store,
     record_store_values,
     plan_sweep,
-    wait_until,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import attempt_dir, run_pending_dir, run_tombstones_dir
@@ -155,24 +154,39 @@ def test_record_of_a_newer_incarnation_means_a_stale_try():
 # -- the due time ------------------------------------------------------------------------------------
 
 
-def test_due_time_in_the_future_is_waited_for():
-    assert wait_until(record(due=T0 + 100), T0, RETENTION) == T0 + 100
+def test_due_time_in_the_future_is_waited_for_as_written():
+    # The due time is absolute: whoever looks (a restarted triggerer, another run of the cleanup
+    # DAG) waits for the same moment.
+    decision = decide_due(record(due=T0 + 100), RunStatus("success", 0), [], Leftovers(), T0, recheck_after=15)
+    assert (decision.action, decision.rule, decision.until) == (DueAction.WAIT, "not_due", T0 + 100)
 
 
 def test_due_time_in_the_past_at_restore_means_clean_now():
     # A long outage, or this host's clock ahead of the one that wrote the record.
-    assert wait_until(record(due=T0 - 5), T0, RETENTION) is None
-    assert wait_until(record(due=T0), T0, RETENTION) is None
+    for due in (T0 - 5, T0):
+        decision = decide_due(record(due=due), RunStatus("success", 0), [], Leftovers(), T0, recheck_after=15)
+        assert (decision.action, decision.rule) == (DueAction.CARRY_OUT, "due")
 
 
-def test_due_time_from_a_clock_far_ahead_is_capped_at_the_records_window():
-    ahead = record(due=T0 + 10 * RETENTION).with_changes(created_at=T0 + 9 * RETENTION)
-    assert wait_until(ahead, T0, RETENTION) == T0 + RETENTION
+def test_a_lowered_retention_never_shortens_an_adopted_records_window():
+    # Incarnation 0 recorded a week; the run was cleared and the retention lowered to 10 minutes
+    # meanwhile. The new record adopts the week-long paths: they stay due in a week, not in 10 minutes.
+    week = record(0, due=T0 + 7 * 86400).with_changes(created_at=T0)
+    adopting = new_record(DAG, RUN, 1, "p.cleanup", T0 + 60, RETENTION, Leftovers((attempt("t2"),), {}), older=[week])
+    assert adopting.due_at == T0 + 7 * 86400
+    assert set(adopting.state_paths) == {attempt("t1"), attempt("t2")}
+    # Without such a record the new retention counts as written.
+    fresh = new_record(DAG, RUN, 1, "p.cleanup", T0 + 60, RETENTION, Leftovers((attempt("t2"),), {}))
+    assert fresh.due_at == T0 + 60 + RETENTION
 
 
-def test_a_lowered_retention_never_shortens_a_recorded_window():
-    week = record(due=T0 + 7 * 86400).with_changes(created_at=T0)
-    assert wait_until(week, T0 + 60, retention=3600) == T0 + 7 * 86400
+def test_leftovers_the_sweep_finds_get_the_runs_own_window_not_the_global_one():
+    # The pipeline's cleanup_delay is a week, [zeta] cleanup_retention (what the sweep is given) 10
+    # minutes: a stray leftover of that run is kept for the run's week.
+    week = record(0, due=T0 + 7 * 86400).with_changes(created_at=T0)
+    plan = plan_sweep(view("success", [week], leftovers=Leftovers((attempt("t1"), attempt("late")), {})), T0 + 60, RETENTION)
+    assert plan.write.state_paths == (attempt("late"),)
+    assert plan.write.due_at == T0 + 60 + 7 * 86400
 
 
 def test_a_record_of_an_older_incarnation_is_never_the_cleanups_own():
@@ -256,7 +270,8 @@ def test_new_leftovers_joining_the_sweep_record_get_a_window_of_their_own():
     plan = plan_sweep(view("failed", [sweep_record], leftovers=Leftovers((attempt("t1"), attempt("x")), {})), T0, RETENTION)
     assert set(plan.write.state_paths) == {attempt("t1"), attempt("x")}
     assert plan.write.due_at == T0 + RETENTION and plan.write.created_at == T0
-    assert wait_until(plan.write, T0 + 1, RETENTION) == T0 + RETENTION
+    later = decide_due(plan.write, RunStatus("failed", 0), [], Leftovers(), T0 + 1, recheck_after=15)
+    assert (later.action, later.until) == (DueAction.WAIT, T0 + RETENTION)
 
 
 def test_corrupt_record_stops_drivers_but_deletes_nothing():
