@@ -170,6 +170,10 @@ class CompletedPointOperator(BaseOperator):
     ) -> None:
         if asset is not None:
             kwargs.setdefault("outlets", [commit_alias(asset)])
+            # Also an inlet, which emits nothing: the DAG processor then creates the Asset's row when it
+            # parses the DAG, so two first commits at once never race to create it from their events.
+            inlets = list(kwargs.get("inlets") or [])
+            kwargs["inlets"] = inlets if asset in inlets else [*inlets, asset]
         kwargs.setdefault("retries", 3)
         kwargs.setdefault("retry_delay", timedelta(seconds=10))
         super().__init__(**kwargs)
