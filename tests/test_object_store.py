@@ -8,7 +8,7 @@ SQLite, LocalExecutor) run one deploy task whose driver is a real separate proce
 spark-submit runs the provider's bootstrap). Before the log shipper, the driver's output stayed in
 the worker's temporary directory and no line of it reached the task's log.
 
-The oracle is the job's own output, as the launching host's local copy holds it: every line of it
+The oracle is the job's own output, as the shipped chunk objects hold it on the store: every line of it
 reaches the task's log (streamed while the task waits deferred, the rest when the driver ends), the
 bare connection password replaced by Airflow's masker.
 """
@@ -116,6 +116,13 @@ def s3_keys(endpoint: str, prefix: str = "") -> dict[str, int]:
     return keys
 
 
+def s3_read(endpoint: str, key: str) -> bytes:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=KEY, aws_secret_access_key=SECRET_KEY, region_name="us-east-1")
+    return client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+
 def test_driver_output_on_an_object_store_state_root_reaches_the_task_log_masked(cluster, s3_endpoint, tmp_path):
     cluster.wait_for_dag(DAG_ID)
     release = tmp_path / "release"
@@ -137,12 +144,16 @@ def test_driver_output_on_an_object_store_state_root_reaches_the_task_log_masked
     assert ti["try_number"] == 1
     served = task_log_api(cluster, admin, DAG_ID, run_id, TASK_ID)
 
-    # The oracle: the job's whole output, as the launching host's local copy holds it (named by
-    # the attempt's token, which the ledger's key on the store names).
+    # The oracle: the job's whole output, as the shipped chunk objects hold it on the store (read
+    # here with boto3, in order; the launching host keeps no copy of it, in its temporary
+    # directory or anywhere else outside the state root).
     keys = s3_keys(s3_endpoint, "state/runs/")
     (ledger_key,) = [k for k in keys if k.endswith("/ledger.json") and f"/{TASK_ID}/" in k]
     local = Path(tempfile.gettempdir(), "zeta-driver-logs", f"{ledger_key.split('/')[-2]}.log")
-    printed = [line for line in local.read_text().splitlines() if line.startswith("chatty job:") or line == SECRET]
+    assert not local.exists()
+    chunks = sorted(k for k in keys if "/driver.log.d/" in k and not k.endswith("/end"))
+    output = b"".join(s3_read(s3_endpoint, k) for k in chunks).decode()
+    printed = [line for line in output.splitlines() if line.startswith("chatty job:") or line == SECRET]
     assert SECRET in printed and "chatty job: done" in printed and len(printed) == LINES + 5
     for line in printed:
         shown = "***" if line == SECRET else line
@@ -152,8 +163,8 @@ def test_driver_output_on_an_object_store_state_root_reaches_the_task_log_masked
 
     # On the store: the shipped chunks, closed by the end marker, and the job's output; no
     # driver.log (nothing appends to an object).
-    chunks = sorted(k for k in keys if "/driver.log.d/" in k and not k.endswith("/end"))
     assert len(chunks) >= 2 and any(k.endswith("/driver.log.d/end") for k in keys)
-    assert sum(keys[k] for k in chunks) == local.stat().st_size
+    (end_key,) = [k for k in keys if k.endswith("/driver.log.d/end")]
+    assert int(s3_read(s3_endpoint, end_key)) == sum(keys[k] for k in chunks) == len(output.encode())
     assert any(k.endswith("/output/part-0.json") for k in keys)
     assert not any(k.endswith("/driver.log") for k in keys)

@@ -446,9 +446,39 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     return spec, rest
 
 
+#: The driver's output, ledger and staging may hold every secret the deploy rendered into the job:
+#: what this process (and the job inside it) creates is private to the user it runs as.
+PRIVATE_UMASK = 0o077
+
+
+def make_attempt_private(attempt: StateStorage) -> None:
+    """On a local state root: the attempt directory 0700 and what the launcher already put in it
+    (the intent file, ``driver.log``, which spark-submit writes) 0600. Symbolic links are left
+    alone (never followed); nothing here is worth failing the driver for."""
+    import stat
+
+    local = attempt.local_path()
+    if local is None:
+        return
+    with contextlib.suppress(OSError):
+        if not stat.S_ISDIR(os.lstat(local).st_mode):
+            return
+        os.chmod(local, 0o700)
+        with os.scandir(local) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False):
+                        os.chmod(entry.path, 0o700)
+                    elif entry.is_file(follow_symlinks=False):
+                        os.chmod(entry.path, 0o600)
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.umask(PRIVATE_UMASK)
     spec, user_args = parse_argv(sys.argv[1:] if argv is None else argv)
-    return DriverBootstrap(spec, user_args).run()
+    bootstrap = DriverBootstrap(spec, user_args)
+    make_attempt_private(bootstrap.attempt)
+    return bootstrap.run()
 
 
 if __name__ == "__main__":

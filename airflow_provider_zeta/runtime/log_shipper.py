@@ -15,14 +15,17 @@ How it works
     * The launcher starts this program as the leader of a new session; it starts COMMAND
       (spark-submit) as its child in the same process group, so stopping the driver (a signal to
       the group) reaches both.
-    * The main thread reads the child's stdout and stderr from one pipe and appends every byte to
-      PATH on the launching host at once (the same host's copy: nothing is lost when the store is
-      unreachable; a full disk stops the copy, never the shipping, and the stream says so).
+    * It keeps no copy of the output outside the state root: PATH is the file the launcher opened
+      for this program's own stdout and stderr (in the launching host's temporary directory, at a
+      name others can predict); it is removed as soon as the program starts (only when it is that
+      very file), so nothing of the driver stays behind there. Everything it creates is private
+      (umask 077, inherited by spark-submit and the driver).
+    * The main thread reads the child's stdout and stderr from one pipe.
     * An uploader thread writes the bytes as ``driver.log.d/<seq>`` (eight digits, from
       ``00000000``) once a chunk holds ``CHUNK_BYTES`` or its first byte has waited
       ``FLUSH_SECONDS``: each chunk one PUT, never rewritten, so a reader sees it whole or not at
       all, and the chunks in order are the output. The shipper's own messages (a failed upload)
-      go into the copy and the stream alike.
+      go into the stream.
     * When the output ends (the child and everything it started closed the pipe, or at most
       ``EXIT_DRAIN_SECONDS`` after the child exited: a daemon it started may hold the pipe open for
       good), the last chunk is written and then ``driver.log.d/end`` with the stream's total size;
@@ -31,26 +34,26 @@ How it works
       for the store. A COMMAND that cannot be started is reported in the stream (exit 127).
     * It never holds the child up: reading the pipe never waits for the store. When the uploads lag
       by more than ``MAX_PENDING_BYTES`` the oldest pending bytes are dropped from the shipped
-      stream, and a line in it says how many (they stay in PATH). A chunk whose upload keeps
+      stream, and a line in it says how many (they are lost). A chunk whose upload keeps
       failing is dropped the same way after ``UPLOAD_ATTEMPTS``; when the last one is, a line says
       so before the end marker, and when even that line cannot be written no end marker is: the
       reader then says the output may be cut.
     * SIGTERM, SIGINT and SIGHUP are caught and ignored (by a handler, which a child does not
       inherit): the program ends when the output ends, so a stopped driver's last words are
       shipped too. SIGKILL of the group ends it with the driver (then without an end marker: the
-      reader logs what arrived, and the task says where the rest is). A cancel that escalates to
-      SIGKILL therefore keeps the driver's last words only in the local copy.
+      reader logs what arrived, and the task says the output may end early). A cancel that
+      escalates to SIGKILL therefore loses the driver's last words that were not shipped yet.
 
 What it does not do
     It imports no Airflow module (a driver's environment cannot import Airflow) and masks nothing:
     the trigger masks what it logs, and the chunks, like ``driver.log`` on a local root, are raw
-    output readable by whoever can read the state root. It makes no coordination decision.
+    output, deleted with their attempt by the delayed cleanup (on an object store the bucket's
+    access rules decide who reads them). It makes no coordination decision.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import select
 import signal
@@ -71,7 +74,7 @@ from airflow_provider_zeta.storage import StateStorage  # noqa: E402
 CHUNK_BYTES = 256 * 1024
 #: ... or once its first byte has waited this long (seconds).
 FLUSH_SECONDS = 2.0
-#: Bytes waiting for the store beyond this are dropped from the shipped stream (they stay local).
+#: Bytes waiting for the store beyond this are dropped from the shipped stream (a line says so).
 MAX_PENDING_BYTES = 16 * 1024 * 1024
 #: Uploads of one chunk before it is given up.
 UPLOAD_ATTEMPTS = 5
@@ -91,7 +94,7 @@ class ChunkUploader:
     """The uploading half: pending bytes in, numbered chunks out, in order, off the reading thread.
 
     ``note`` receives the shipper's own messages (a failed upload); ``ship`` puts them into the
-    local copy and the stream, so both stay the same bytes."""
+    stream."""
 
     def __init__(self, attempt: StateStorage, chunk_bytes: int = CHUNK_BYTES, flush_seconds: float = FLUSH_SECONDS,
                  max_pending: int = MAX_PENDING_BYTES, attempts: int = UPLOAD_ATTEMPTS, retry_pause: float = 1.0,
@@ -137,7 +140,7 @@ class ChunkUploader:
 
     @staticmethod
     def _drop_note(dropped: int) -> bytes:
-        return f"\n(zeta log shipper: {dropped} bytes of driver output could not be shipped; the launching host's local copy has them)\n".encode()
+        return f"\n(zeta log shipper: {dropped} bytes of driver output could not be shipped)\n".encode()
 
     def _take(self) -> tuple[bytes, bool]:
         """The next chunk to write and whether nothing follows it (then the end marker is due)."""
@@ -195,50 +198,14 @@ class ChunkUploader:
         return False
 
 
-class LocalCopy:
-    """The launching host's copy of everything the stream gets; a failed write (a full disk) stops
-    the copy, never the shipping."""
-
-    def __init__(self, path: str) -> None:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self.path = path
-        self._file = open(path, "ab")  # noqa: SIM115 - closed in close()
-        self._lock = threading.Lock()
-        self.failed: OSError | None = None
-
-    def write(self, data: bytes) -> OSError | None:
-        """Append ``data``; the error when the copy just stopped, else None."""
-        with self._lock:
-            if self.failed is not None:
-                return None
-            try:
-                self._file.write(data)
-                self._file.flush()
-            except OSError as error:
-                self.failed = error
-                return error
-        return None
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._file.close()
-
-
-def ship(command: list[str], attempt: StateStorage, local_path: str, uploader: ChunkUploader | None = None,
+def ship(command: list[str], attempt: StateStorage, uploader: ChunkUploader | None = None,
          exit_drain: float = EXIT_DRAIN_SECONDS, close_timeout: float = CLOSE_SECONDS) -> int:
-    """Run ``command`` with its output copied to ``local_path`` and shipped to ``attempt``; its exit
-    status (128 + the signal for a child ended by a signal, as shells report it)."""
-    local = LocalCopy(local_path)
+    """Run ``command`` with its output shipped to ``attempt``; its exit status (128 + the signal for
+    a child ended by a signal, as shells report it)."""
     uploader = uploader or ChunkUploader(attempt)
 
-    order = threading.Lock()  # the copy and the stream get the same bytes in the same order
-
     def copy(data: bytes) -> None:
-        with order:
-            stopped = local.write(data)
-            uploader.add(data)
-            if stopped is not None:
-                uploader.add(f"\n(zeta log shipper: the launching host's local copy {local_path} stopped: {stopped})\n".encode())
+        uploader.add(data)
 
     uploader.note = lambda text: copy(text.encode())
     uploader.start()
@@ -247,7 +214,6 @@ def ship(command: list[str], attempt: StateStorage, local_path: str, uploader: C
     except OSError as error:  # spark-submit missing or not executable: the task's log says so
         copy(f"zeta log shipper: could not start {command[0]}: {error}\n".encode())
         uploader.close(timeout=close_timeout)
-        local.close()
         return 127
     assert child.stdout is not None
     fd = child.stdout.fileno()
@@ -268,7 +234,6 @@ def ship(command: list[str], attempt: StateStorage, local_path: str, uploader: C
         copy(data)
     status = child.wait()
     uploader.close(timeout=close_timeout)
-    local.close()
     return 128 - status if status < 0 else status
 
 
@@ -276,10 +241,29 @@ def _ignore(signum, frame) -> None:  # a handler, not SIG_IGN: children do not i
     pass
 
 
+def forget_launch_log(path: str) -> bool:
+    """Remove ``path`` if it is the very file this program's stdout goes to (the launcher opened it
+    in the temporary directory, at a predictable name): the output then leaves no trace outside the
+    state root. Any other file at that name (a link, someone else's) is left alone."""
+    try:
+        mine = os.fstat(sys.stdout.fileno())
+        found = os.stat(path, follow_symlinks=False)
+    except (OSError, ValueError):
+        return False
+    if not os.path.samestat(mine, found):
+        return False
+    try:
+        os.unlink(path)
+    except OSError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.umask(0o077)  # the chunks on a local-path store, and whatever spark-submit and the driver create
     parser = argparse.ArgumentParser(prog="log_shipper", description=__doc__.split("\n\n")[0])
     parser.add_argument("--attempt", required=True, help="the attempt's URL on the state root (fsspec)")
-    parser.add_argument("--local", required=True, help="the launching host's copy of the output")
+    parser.add_argument("--local", required=True, help="the file the launcher opened for this program's own output; removed at start")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -287,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("no command after --")
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _ignore)
-    return ship(command, StateStorage.from_url(args.attempt), args.local)
+    forget_launch_log(args.local)
+    return ship(command, StateStorage.from_url(args.attempt))
 
 
 if __name__ == "__main__":
