@@ -554,6 +554,16 @@ def decide_due(
     if run is None:
         return DueDecision(DueAction.CARRY_OUT, "run_gone", "the run no longer exists")
     if record.incarnation is None or record.incarnation >= run.clear_number:
+        if run.state in ACTIVE_RUN_STATES:
+            # The run's tasks run again although its incarnation did not change (a REST clear with
+            # reset_dag_runs=false leaves clear_number as it was), or its last task just ended: either
+            # way they may still read these attempts. Deleting later is safe; deleting now is not.
+            return DueDecision(
+                DueAction.RECHECK,
+                "run_active",
+                f"the run is {run.state}: its attempts may still be read; looked at again later",
+                until=now + recheck_after,
+            )
         return DueDecision(
             DueAction.CARRY_OUT, "due", f"incarnation {record.incarnation} is the run's current one ({run.clear_number})"
         )

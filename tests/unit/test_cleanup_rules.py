@@ -341,9 +341,17 @@ def test_a_record_not_yet_due_is_waited_for_at_its_absolute_due_time():
     assert (decision.action, decision.until) == (DueAction.WAIT, T0 + 30)
 
 
-@pytest.mark.parametrize("run", [RunStatus("success", 0), RunStatus("failed", 0), RunStatus("running", 0), None])
+@pytest.mark.parametrize("run", [RunStatus("success", 0), RunStatus("failed", 0), None])
 def test_a_due_record_of_the_current_incarnation_or_a_deleted_run_is_carried_out(run):
     assert decide_due(due_record(0), run, [], Leftovers(), T0, 15).action is DueAction.CARRY_OUT
+
+
+@pytest.mark.parametrize("state", ["running", "queued"])
+def test_a_due_record_waits_while_its_run_runs_again_in_the_same_incarnation(state):
+    # A REST clear with reset_dag_runs=false re-runs tasks without raising clear_number: the
+    # record's incarnation still looks current, but the re-running tasks may read its attempts.
+    decision = decide_due(due_record(0), RunStatus(state, 0), [], Leftovers(), T0, 15)
+    assert (decision.action, decision.rule, decision.until) == (DueAction.RECHECK, "run_active", T0 + 15)
 
 
 def test_a_due_record_waits_while_a_newer_incarnation_is_active():
