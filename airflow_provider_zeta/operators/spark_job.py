@@ -1037,10 +1037,9 @@ def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:
         return (path.rsplit(".", 1)[-1],) if "." in path else ()
     if not isinstance(cls, type):
         return ()
-    try:
-        from airflow.providers.cncf.kubernetes.executors.kubernetes_executor import (  # type: ignore[import-not-found]
-            KubernetesExecutor,
-        )
+    try:  # optional: the cncf.kubernetes provider is not a dependency of this one
+        kubernetes = importlib.import_module("airflow.providers.cncf.kubernetes.executors.kubernetes_executor")
+        KubernetesExecutor = kubernetes.KubernetesExecutor  # noqa: N806
     except Exception:
         KubernetesExecutor = None  # noqa: N806
     names = tuple(klass.__name__ for klass in cls.__mro__)
