@@ -174,12 +174,13 @@ class DriverBootstrap:
         there (the launch writes it before it starts the driver): a driver that starts, or comes
         out of a hang, after its run's cleanup deleted the attempt stops without claiming — a task
         on another host relies on that after a clear (``earlier_incarnation_cleanup_wait``). After
-        the claim only this driver writes the ledger and only the run's cleanup (or the sweep)
-        removes it: a later write that finds it gone means this attempt was deleted and the run is
-        over, whatever else the directory holds — the job's own staging writes (``output/`` is
-        inside the attempt) and the log shipper re-create the directory at once. Writing would
-        re-create a ledger nobody will delete again (a ``succeeded`` one would even be reused), so
-        the driver stops instead, and no write after the claim creates a missing directory.
+        the claim, the attempt counts as deleted by the run's cleanup (or the sweep) when the
+        launch's intent file is gone — or, for a launch that wrote none, the ledger — whatever else
+        the directory holds: the job's own staging writes (``output/`` is inside the attempt) and
+        the log shipper re-create the directory at once. Writing would re-create a ledger nobody
+        will delete again (a ``succeeded`` one would even be reused), so the driver stops instead,
+        and no write after the claim creates a missing directory. A ledger file missing beside the
+        intent file is outside damage: the write restores it.
         """
         started = lease_now()
         try:
@@ -191,7 +192,7 @@ class DriverBootstrap:
                     if self.lease_expired():
                         # Past the lease nothing may start: a replacement may be running already.
                         raise LeaseExpired(self.token)
-                    if not claim and not self.attempt.exists(LEDGER_FILE):
+                    if not claim and self._attempt_deleted():
                         self._terminal = True
                         raise AttemptDeleted(self.token)
                     # The launch wrote the intent file into the attempt directory: the claim then
@@ -227,6 +228,11 @@ class DriverBootstrap:
                 # SIGTERM arrived while this thread held the lock: act on it now that it is free.
                 signum, self._pending_signal = self._pending_signal, None
                 self._on_sigterm(signum, None)
+
+    def _attempt_deleted(self) -> bool:
+        if self.spec.get("intent_file"):
+            return not self.attempt.exists(INTENT_FILE)
+        return not self.attempt.exists(LEDGER_FILE)
 
     def cancel_requested(self) -> bool:
         return self.attempt.exists(CANCEL_MARKER)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import shutil
 import time
 
+import pytest
+
 from .test_lease_driver import _cleanup, _group_alive, _spawn, _wait_for
 
 STAGING_JOB = """
@@ -25,8 +27,12 @@ while time.time() < deadline:
 """
 
 
-def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging(tmp_path):
-    process, attempt = _spawn(tmp_path, "none", STAGING_JOB.format(seconds=4), lost_after=30.0)
+@pytest.mark.parametrize("intent_file", [True, False], ids=["launch-with-intent-file", "launch-without"])
+def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging(tmp_path, intent_file):
+    if intent_file:  # the launch writes it before it starts the driver; only the cleanup deletes it
+        (tmp_path / "attempt").mkdir()
+        (tmp_path / "attempt" / "intent.json").write_text("{}")
+    process, attempt = _spawn(tmp_path, "none", STAGING_JOB.format(seconds=4), lost_after=30.0, intent_file=intent_file)
     try:
         ledger = attempt / "ledger.json"
         assert _wait_for(lambda: ledger.exists() and (attempt / "output" / "part-0").exists(), 15)
@@ -36,5 +42,20 @@ def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging
         assert gone, f"driver still running after its attempt was deleted:\n{out}"
         time.sleep(0.5)
         assert not ledger.exists(), f"the deleted attempt's ledger was re-created:\n{ledger.read_text()}\n{out}"
+    finally:
+        _cleanup(process)
+
+
+def test_a_ledger_deleted_beside_its_intent_file_is_restored_and_the_job_runs_on(tmp_path):
+    # Outside damage, not the run's cleanup: the intent file is still there.
+    (tmp_path / "attempt").mkdir()
+    (tmp_path / "attempt" / "intent.json").write_text("{}")
+    process, attempt = _spawn(tmp_path, "none", STAGING_JOB.format(seconds=3), lost_after=30.0, intent_file=True)
+    try:
+        ledger = attempt / "ledger.json"
+        assert _wait_for(lambda: ledger.exists(), 15)
+        ledger.unlink()
+        assert _wait_for(lambda: process.poll() is not None, 20)
+        assert process.returncode == 0 and '"status": "succeeded"' in ledger.read_text()
     finally:
         _cleanup(process)
