@@ -81,24 +81,18 @@ TOMBSTONE_POINTS: dict[str, Callable[[], Failpoint]] = {
 }
 
 
-class CopyDeleteFS(LocalFileSystem):
-    """A local directory seen as an object store sees it through fsspec: ``mv`` is copy + delete
-    (``AbstractFileSystem.mv``), file by file in key order; ``rm`` deletes file by file."""
+class Failpoints:
+    """The kill switch of a test filesystem: ``_check`` before each copy, write and delete."""
 
-    protocol = ("zetacopydel",)
-
-    def __init__(self, root: str, failpoint: Failpoint | None = None) -> None:
-        super().__init__(auto_mkdir=True, skip_instance_cache=True)
-        self.table_root = root
-        self.failpoint = failpoint
-        self.dead = False
-        self.log: list[tuple[str, str]] = []
+    table_root: str
+    failpoint: Failpoint | None
+    dead: bool
 
     def _check(self, op: str, path: str) -> None:
         if self.dead:
             raise Killed(f"{op} {path} after the kill")
         relative = os.path.relpath(str(path), self.table_root)
-        self.log.append((op, relative))
+        self.__dict__.setdefault("ops", []).append(f"{op} {relative}")
         point = self.failpoint
         if point is None or point.fired:
             return
@@ -112,6 +106,19 @@ class CopyDeleteFS(LocalFileSystem):
                 self.dead = True
                 raise Killed(f"killed at {op} {relative}")
             point.seen += 1
+
+
+class CopyDeleteFS(Failpoints, LocalFileSystem):
+    """A local directory seen as an object store sees it through fsspec: ``mv`` is copy + delete
+    (``AbstractFileSystem.mv``), file by file in key order; ``rm`` deletes file by file."""
+
+    protocol = ("zetacopydel",)
+
+    def __init__(self, root: str, failpoint: Failpoint | None = None) -> None:
+        super().__init__(auto_mkdir=True, skip_instance_cache=True)
+        self.table_root = root
+        self.failpoint = failpoint
+        self.dead = False
 
     def cp_file(self, path1: Any, path2: Any, **kwargs: Any) -> None:
         self._check("copy", path2)
@@ -191,6 +198,8 @@ class Run:
     dag_id: str = "dag"
     run_id: str = f"scheduled__{DS}T00:00:00+00:00"
     store: Store = field(default_factory=Store)
+    #: The table as a fresh process opens it (with a failpoint); default: ``table`` (local).
+    make_table: Callable[[Failpoint | None], StateStorage] | None = None
 
     def publish(self, token: str, incarnation: int = 0, failpoint: Failpoint | None = None, on_fence: Any = None) -> dict:
         from airflow.sdk import DAG
@@ -202,7 +211,7 @@ class Run:
         self.monkeypatch.setenv("AIRFLOW__ZETA__STATE_ROOT", state_root)
         state = StateStorage.from_url(state_root)
         staged = stage(state, token)
-        out = table(self.tmp_path, failpoint)
+        out = self.make_table(failpoint) if self.make_table else table(self.tmp_path, failpoint)
         self.out = out
         real_open = completed_point.open_state_storage
         self.monkeypatch.setattr(
