@@ -116,7 +116,7 @@ from airflow_provider_zeta.core.publish import (
     staging_problem,
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
-from airflow_provider_zeta.operators.sweep import run_exists
+from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
 
@@ -222,7 +222,8 @@ class CompletedPointOperator(BaseOperator):
         ours = commit_id(ds, incarnation, sources, owner, part)
         # Recorded in the marker; what a later run compares before taking this owner for deleted.
         logical_date = context["logical_date"].isoformat()
-        root_id = state_root_identity(state, create=True) or ""
+        # The deployment: the state root and the metadata database (whose runs ``_run_deleted`` asks about).
+        root_id = deployment_identity(state_root_identity(state, create=True))
         staging: dict[str, tuple[str, dict[str, int] | None]] | None = None
         tombstone = None
         if not out.atomic_rename:

@@ -144,6 +144,45 @@ class ZetaSweepOperator(BaseOperator):
         return summary
 
 
+#: The Airflow Variable holding this deployment's id: created once, by the first completed point that
+#: finds none, and kept in the metadata database, so two deployments sharing a state root (a
+#: migration, staging reading prod's configuration) never share it. Set
+#: ``AIRFLOW_VAR_ZETA_DEPLOYMENT_ID`` (or a secrets backend) to pin it.
+DEPLOYMENT_VARIABLE = "zeta_deployment_id"
+
+
+def metadata_db_identity() -> str | None:
+    """This deployment's id (``DEPLOYMENT_VARIABLE``), created when absent; ``None`` when it cannot
+    be read or written. Two first completed points may both create one: the later write stays, and
+    a marker naming the other never matches it (never taken for deleted: the safe direction)."""
+    import logging
+    import secrets
+
+    from airflow.sdk import Variable
+
+    try:
+        value = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+        if not value:
+            Variable.set(
+                DEPLOYMENT_VARIABLE,
+                secrets.token_hex(12),
+                description="airflow-provider-zeta: this deployment's id (never change or copy it to another deployment)",
+            )
+            value = Variable.get(DEPLOYMENT_VARIABLE, default=None)
+    except Exception as error:  # an API error, or no task runner: no identity, never "deleted"
+        logging.getLogger(__name__).warning("zeta.publish: the deployment id (Variable %s) is unavailable: %s", DEPLOYMENT_VARIABLE, error)
+        return None
+    return str(value).strip() or None if value else None
+
+
+def deployment_identity(state_root_id: str | None) -> str:
+    """Which deployment wrote a commit marker: the state root's identity and the metadata
+    database's (``metadata_db_identity``). A run is asked about (``owner_run_deleted``) only in the
+    deployment whose database holds it; ``""`` (unknown) never matches."""
+    db_id = metadata_db_identity()
+    return f"{state_root_id}@{db_id}" if state_root_id and db_id else ""
+
+
 def run_exists(ti: Any, dag_id: str, run_id: str) -> bool:
     """Whether Airflow still has the run (not deleted by a user, ``airflow db clean`` or a refused
     backfill's clean-up), asked through the Task SDK's execution API."""

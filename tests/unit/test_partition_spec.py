@@ -9,6 +9,7 @@ partitions of one table never nest.
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -365,6 +366,8 @@ def _publish(tmp_path, monkeypatch, dag_id, run_id, hour, partition, token, tabl
     from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
 
     monkeypatch.setenv("AIRFLOW__ZETA__STATE_ROOT", str(tmp_path / "state"))
+    # The deployment id a task keeps in the metadata database (an Airflow Variable; environment first).
+    monkeypatch.setenv("AIRFLOW_VAR_ZETA_DEPLOYMENT_ID", os.environ.get("AIRFLOW_VAR_ZETA_DEPLOYMENT_ID", "deployment-1"))
     state = StateStorage.from_url(str(tmp_path / "state"))
     staged = _stage(state, token, "eu")["eu"]
     monkeypatch.setattr(CompletedPointOperator, "_verified_staging", lambda self, state, ti, report: staged)
