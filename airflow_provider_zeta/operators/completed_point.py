@@ -373,9 +373,12 @@ def partition_state(
         existing = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
     except CorruptState as error:
         existing = error
-    files = out.file_sizes(part)
     if out.atomic_rename:
-        return out.exists(part), existing, None, files
+        # The marker is only ever seen with its files; the files are listed only to look for
+        # partitions nested in one without a marker.
+        exists = out.exists(part)
+        return exists, existing, None, out.file_sizes(part) if exists and existing is None else {}
+    files = out.file_sizes(part)
     incomplete = manifest_problem(existing, files, atomic_rename=False) if isinstance(existing, CommitMarker) else None
     return bool(files), existing, incomplete, files
 
