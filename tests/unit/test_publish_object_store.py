@@ -496,3 +496,21 @@ def test_a_first_publish_never_commits_over_another_owners_publish_under_way(tmp
     theirs.publish("tokA")
     complete_partition_of(tmp_path, "tokA")
     assert reader_sees(tmp_path) == {"tokA"}
+
+
+def test_committed_files_on_a_local_table_and_with_a_marker_from_before_manifests(tmp_path):
+    """Where a rename is atomic a marker without manifest stands for every file beside it; on a
+    store without one it cannot be verified, and the reader is told "not committed"."""
+    local = StateStorage.from_url(str(tmp_path / "table"))
+    from airflow_provider_zeta.storage import committed_files
+
+    legacy = _marker("c", None)
+    for store in (local, table(tmp_path)):
+        store.write_atomic(f"{PART}/source=eu/t-c-part-0.json", b"[]")
+        store.write_atomic(f"{PART}/{COMMIT_MARKER}", legacy.to_json())
+    assert committed_files(local, PART) == {"source=eu/t-c-part-0.json": 2}
+    assert committed_files(table(tmp_path), PART) is None
+    local.write_atomic(f"{PART}/{COMMIT_MARKER}", _marker("c", {"source=eu/t-c-part-0.json": 2}).to_json())
+    assert committed_files(table(tmp_path), PART) == {"source=eu/t-c-part-0.json": 2}
+    local.write_atomic(f"{PART}/{COMMIT_MARKER}", _marker("c", {"source=eu/t-c-part-0.json": 3}).to_json())
+    assert committed_files(table(tmp_path), PART) is None and committed_files(local, PART) is None

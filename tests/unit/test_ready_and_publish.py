@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
 import pytest
@@ -346,6 +348,9 @@ def test_a_marker_without_owner_is_matched_by_run_id():
 def test_commit_marker_round_trip_and_corruption():
     marker = marker_for("c", "d", 0, sources(eu="a"), 7.0, OWNER)
     assert parse_commit_marker(marker.to_json(), "x") == marker
+    with_manifest = dataclasses.replace(marker, manifest={"source=eu/a-part-0.json": 12, "source=eu/_SUCCESS": 0})
+    assert parse_commit_marker(with_manifest.to_json(), "x").manifest == with_manifest.manifest
+    assert parse_commit_marker(marker.to_json(), "x").manifest is None  # a marker from before manifests
     assert parse_commit_marker(None, "x") is None
     with pytest.raises(CorruptState, match="unreadable"):
         parse_commit_marker(b'{"commit_id": "c"', "x")
