@@ -224,7 +224,7 @@ def test_a_first_publish_on_s3_never_commits_over_another_owners(s3_endpoint, tm
     reader = Reader(s3_endpoint, prefix)
     reader.start()
     try:
-        with pytest.raises(AirflowFailException, match="foreign_partition"):
+        with pytest.raises(AirflowFailException, match="partition_being_published.*dag_a"):
             mine.publish("tokB", failpoint=Failpoint("copy", in_partition, 0, action=half_of_theirs))
         theirs.publish("tokA")
         # And B once more, now that A is committed: refused, naming A.

@@ -300,6 +300,7 @@ def decide_publish(
     logical_date: str = "",
     state_root_id: str = "",
     incomplete: str | None = None,
+    publishing: Iterable[CommitMarker] = (),
 ) -> PublishDecision:
     """What to do with the run's partition given what is there now. First matching rule wins.
 
@@ -308,6 +309,9 @@ def decide_publish(
     partition is not committed: it is never taken for published (``already_published``,
     ``late_report_ignored``); its own owner's retry moves what is there aside and publishes
     (``incomplete_commit``); another owner's stays untouched (``partition_of_another_owner``).
+    ``publishing``: the markers of the intents found for this partition (stores without atomic
+    rename, looked up only for a partition without a marker): another owner's publish under way,
+    or interrupted and waiting for its retry, is named (``partition_being_published``).
 
     Incarnations are compared only within one owner (DAG, pipeline, run): a partition published by
     another owner (two runs rendering the same partition, e.g. an hourly schedule with the default
@@ -353,6 +357,16 @@ def decide_publish(
         return PublishDecision(PublishAction.PUBLISH, "first_publish", "the partition does not exist yet")
     if isinstance(existing, CorruptState):
         return PublishDecision(PublishAction.FAIL, "corrupt_marker", str(existing))
+    others = [m for m in publishing if not same_owner(m, owner)] if existing is None else []
+    if others:
+        return PublishDecision(
+            PublishAction.FAIL,
+            "partition_being_published",
+            f"{others[0].owner.describe()} is publishing this partition (commit {others[0].commit_id}; its "
+            f"files are there, its marker not yet: under way, or interrupted until its retry); {owner.describe()} "
+            "renders the same partition. One partition belongs to one pipeline run: give each DAG/pipeline its "
+            "own output table or runs distinct partitions. Nothing was changed.",
+        )
     if existing is None:
         return PublishDecision(
             PublishAction.FAIL,

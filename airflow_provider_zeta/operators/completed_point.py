@@ -29,7 +29,11 @@ How it works
     * ``already_published`` (a re-execution) and ``late_report_ignored``: nothing;
     * ``partition_inside_another``, ``partition_holds_others`` (partitions never nest),
       ``foreign_partition``, ``partition_of_another_owner`` (another DAG, pipeline or existing run
-      published this partition into the table), ``stale_commit``, ``corrupt_marker``: fail, change nothing.
+      published this partition into the table), ``partition_being_published`` (another owner's
+      publish is under way on a store without atomic rename), ``stale_commit``, ``corrupt_marker``:
+      fail, change nothing;
+    * ``incomplete_commit`` (a store without atomic rename: this owner's marker does not match
+      the partition's files): like ``newer_incarnation``, what is there becomes a tombstone.
 
     Crash windows are named (``failure_window``): ``after_assemble`` (the pending partition is
     complete, the table untouched), ``between_renames`` (a replaced partition is a tombstone, the
@@ -84,7 +88,14 @@ from airflow.sdk import AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.paths import LEDGER_FILE, OUTPUT_DIR, attempt_dir, run_pending_dir, tombstone_dir
+from airflow_provider_zeta.core.paths import (
+    LEDGER_FILE,
+    OUTPUT_DIR,
+    PENDING_DIR,
+    attempt_dir,
+    run_pending_dir,
+    tombstone_dir,
+)
 from airflow_provider_zeta.core.publish import (
     COMMIT_MARKER,
     DEFAULT_PARTITION,
@@ -247,6 +258,7 @@ class CompletedPointOperator(BaseOperator):
                 logical_date=logical_date,
                 state_root_id=root_id,
                 incomplete=incomplete,
+                publishing=publishing_intents(out, part) if exists and existing is None and not out.atomic_rename else (),
             )
             self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
             if decision.action is PublishAction.FAIL:
@@ -650,6 +662,24 @@ def recover_interrupted(out: StateStorage, run_key: tuple[str, str], part: str, 
             _roll_back(out, intent, current)
         _discard_pending(out, pending, run_pending)
     return applied
+
+
+def publishing_intents(out: StateStorage, part: str) -> list[CommitMarker]:
+    """The markers of every intent in the table's pending directories that commits ``part``: who
+    is publishing it right now, or was and left it to a retry. Lists every run's pending
+    directory of the table: called only for a partition holding files without a marker."""
+    found = []
+    for dag in out.list_dir(PENDING_DIR):
+        for run in out.list_dir(f"{PENDING_DIR}/{dag}"):
+            for entry in out.list_dir(f"{PENDING_DIR}/{dag}/{run}"):
+                where = f"{PENDING_DIR}/{dag}/{run}/{entry}/{INTENT_FILE}"
+                try:
+                    intent = parse_intent(out.read_bytes(where), out.url_of(where))
+                except CorruptState:
+                    continue
+                if intent is not None and intent.partition == part:
+                    found.append(intent.marker)
+    return found
 
 
 def _roll_back(out: StateStorage, intent: Intent, current: CommitMarker | CorruptState | None) -> None:

@@ -476,8 +476,8 @@ def test_an_interrupted_commit_whose_assembled_files_are_gone_is_rolled_back(tmp
 def test_a_first_publish_never_commits_over_another_owners_publish_under_way(tmp_path, monkeypatch, when):
     """Run A of another DAG starts the same partition while B publishes (after B decided, or while
     B copies its files in) and is killed half-way, its files in the partition without a marker.
-    B must not write its marker over them: it takes its own files back out and fails naming what
-    it found; A's retry completes A's commit."""
+    B must not write its marker over them: it takes its own files back out and fails naming A (by
+    A's intent); A's retry completes A's commit."""
     from airflow.sdk.exceptions import AirflowFailException
 
     theirs = Run(tmp_path, monkeypatch, dag_id="dag_a")
@@ -487,7 +487,7 @@ def test_a_first_publish_never_commits_over_another_owners_publish_under_way(tmp
         with pytest.raises(Killed):
             theirs.publish("tokA", failpoint=Failpoint("copy", in_partition, 2))
 
-    with pytest.raises(AirflowFailException, match="foreign_partition"):
+    with pytest.raises(AirflowFailException, match="partition_being_published.*dag_a"):
         if when == "at_the_fence":
             mine.publish("tokB", on_fence=half_of_theirs)
         else:
@@ -514,3 +514,15 @@ def test_committed_files_on_a_local_table_and_with_a_marker_from_before_manifest
     assert committed_files(table(tmp_path), PART) == {"source=eu/t-c-part-0.json": 2}
     local.write_atomic(f"{PART}/{COMMIT_MARKER}", _marker("c", {"source=eu/t-c-part-0.json": 3}).to_json())
     assert committed_files(table(tmp_path), PART) is None and committed_files(local, PART) is None
+
+
+def test_a_partition_another_owner_is_publishing_is_refused_naming_it():
+    from airflow_provider_zeta.core.publish import Owner, decide_publish
+
+    mine = Owner("d", "p", "r")
+    theirs = _marker("t", {"a": 1}, run_id="other")
+    refused = decide_publish("ours", 0, True, None, mine, publishing=[theirs])
+    assert refused.rule == "partition_being_published" and "'other'" in refused.reason
+    # Our own intent is recovered before deciding, never a reason to refuse; none: foreign_partition.
+    assert decide_publish("ours", 0, True, None, mine, publishing=[_marker("o", {"a": 1})]).rule == "foreign_partition"
+    assert decide_publish("ours", 0, True, None, mine).rule == "foreign_partition"
