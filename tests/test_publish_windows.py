@@ -103,8 +103,9 @@ def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_parti
     result = cluster.xcom(dag_id, run_id, "counting.completed_point")
     assert result["rule"] == "first_publish", result  # the retry found no partition and published the new one
     second = read_partition(output, ds)
-    # The same reports, published by the newer incarnation (each clear raised clear_number: 2).
-    assert_complete(second, reporting, incarnation=2)
+    # The same reports, published by the newer incarnation: each clear raised clear_number (2), and
+    # the sensor's own clear came after its try 1 (core.incarnation.publish_incarnation: 2 + 1).
+    assert_complete(second, reporting, incarnation=3)
     assert second.marker["commit_id"] != first.marker["commit_id"]
     tombstones = list((output / "_zeta_tombstones").glob(f"*/*/ds={ds}-{first.marker['commit_id']}"))
     assert len(tombstones) == 1, "the replaced partition is kept as a tombstone for the cleanup"

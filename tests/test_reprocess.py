@@ -1,0 +1,139 @@
+"""Reprocessing one source of a published run the Airflow way, on real components (fake drivers,
+SQLite): the REST clear the UI posts (with and without ``include_downstream``, with and without
+``reset_dag_runs``) and ``airflow tasks clear -d``.
+
+Oracle, independent of the provider's bookkeeping: every row the counting job writes carries the
+token of its launch, and the job appends each launch to a launch log. After a clear "with
+downstream" the partition must hold exactly the cleared sources' new launches and the other
+sources' first ones, from one new commit, the replaced partition moved to the run's tombstones. A
+clear of a source alone must launch nothing and fail that task naming what to clear instead,
+leaving the partition as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_zeta.core.paths import run_tombstones_dir
+from airflow_provider_zeta.testing.published import read_partition
+from tests.test_deploy_windows import launches
+
+pytestmark = pytest.mark.sqlite_only
+
+DAG_ID = "pipeline_counting"
+SOURCES = ("alpha", "beta", "gamma")
+OUTPUT = "pipeline-output"
+
+
+def _task(source: str) -> str:
+    return f"counting.deploy_{source}"
+
+
+def _launched(log: Path) -> dict[str, list[str]]:
+    """Source -> tokens of its launches, in launch order (the job's own log)."""
+    per_source: dict[str, list[str]] = {s: [] for s in SOURCES}
+    for entry in launches(log):
+        per_source[entry["task"].removeprefix("counting.deploy_")].append(entry["token"])
+    return per_source
+
+
+def _rows_by_source(cluster, ds: str) -> dict[str, set[str]]:
+    """The launch token of every row (and file) of every source of the published partition."""
+    return read_partition(cluster.home / OUTPUT, ds).tokens()
+
+
+def _marker(cluster, ds: str) -> dict:
+    return json.loads((cluster.home / OUTPUT / f"ds={ds}" / "_zeta_commit.json").read_text())
+
+
+def _task_log(cluster, run_id: str, task_id: str) -> str:
+    folder = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
+
+
+def _clear(cluster, run_id: str, sources: list[str], *, downstream: bool, reset: bool) -> None:
+    # What the UI's Clear dialog posts (it leaves reset_dag_runs at its default, true).
+    cluster.api(
+        "POST",
+        f"/dags/{DAG_ID}/clearTaskInstances",
+        {
+            "dry_run": False,
+            "dag_run_id": run_id,
+            "task_ids": [_task(s) for s in sources],
+            "include_downstream": downstream,
+            "include_upstream": False,
+            "only_failed": False,
+            "reset_dag_runs": reset,
+        },
+    )
+
+
+def _published_run(cluster, tmp_path: Path, ds: str) -> tuple[str, Path, Path, dict[str, str]]:
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    for source in SOURCES:
+        (release / source).write_text("go")
+    # A retention window long enough to find the replaced partition among the tombstones.
+    conf = {"launch_log": str(log), "release_dir": str(release), "cleanup_delay": 60}
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf=conf)
+    cluster.wait_for_run(DAG_ID, run_id, timeout=240)
+    first = {s: tokens[0] for s, tokens in _launched(log).items()}
+    assert _rows_by_source(cluster, ds) == {s: {t} for s, t in first.items()}
+    return run_id, log, release, first
+
+
+def _check_republished(cluster, ds: str, run_id: str, log: Path, first: dict[str, str], rerun: set[str]) -> None:
+    launched = _launched(log)
+    for source in SOURCES:
+        assert len(launched[source]) == (2 if source in rerun else 1), launched
+    expected = {s: launched[s][-1] for s in SOURCES}
+    assert _rows_by_source(cluster, ds) == {s: {t} for s, t in expected.items()}, launched
+    commit = _marker(cluster, ds)
+    assert commit["tokens"] == expected and commit["run_id"] == run_id
+    # The replaced partition is a tombstone of this run: every file of a replaced launch is there.
+    table = cluster.home / OUTPUT
+    tombstones = table / run_tombstones_dir(DAG_ID, run_id)
+    for source in rerun:
+        old = [p for p in table.rglob("*") if p.is_file() and first[source] in p.name]
+        assert old and all(p.is_relative_to(tombstones) for p in old), old
+    publish_log = _task_log(cluster, run_id, "counting.completed_point")
+    assert publish_log.count("zeta.publish.newer_incarnation -> replace") == 1, publish_log[-3000:]
+
+
+@pytest.mark.parametrize("gesture", ["rest_downstream"])
+def test_clearing_a_source_with_downstream_republishes_its_new_launch_beside_the_others(fake_driver_cluster, tmp_path, gesture):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    ds = {"rest_downstream": "2026-05-11", "cli_downstream": "2026-05-12"}[gesture]
+    run_id, log, _, first = _published_run(cluster, tmp_path, ds)
+    if gesture == "rest_downstream":
+        _clear(cluster, run_id, ["beta"], downstream=True, reset=True)
+    else:
+        cluster.cli("tasks", "clear", DAG_ID, "-t", r"^counting\.deploy_beta$", "-d", "-s", ds, "-e", ds, "-y")
+    cluster.wait_for(lambda: len(_launched(log)["beta"]) == 2, 120, "beta launched again")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=240)
+    _check_republished(cluster, ds, run_id, log, first, {"beta"})
+
+
+def test_a_clear_without_reset_dag_runs_is_republished_too(fake_driver_cluster, tmp_path):
+    """beta is cleared with downstream (the run runs again, beta held); meanwhile gamma is cleared
+    with downstream through REST with reset_dag_runs false, which leaves clear_number alone: gamma
+    must run again and be published, not reused nor ignored as a late report."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    ds = "2026-05-13"
+    run_id, log, release, first = _published_run(cluster, tmp_path, ds)
+    (release / "beta").unlink()
+    (release / "gamma").unlink()
+    _clear(cluster, run_id, ["beta"], downstream=True, reset=True)
+    cluster.wait_for(lambda: len(_launched(log)["beta"]) == 2, 120, "beta launched again")
+    cluster.wait_for_task(DAG_ID, run_id, "counting.ready_to_close", {"deferred"}, timeout=120)
+    _clear(cluster, run_id, ["gamma"], downstream=True, reset=False)
+    cluster.wait_for(lambda: len(_launched(log)["gamma"]) == 2, 120, "gamma launched again")
+    (release / "beta").write_text("go")
+    (release / "gamma").write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=240)
+    _check_republished(cluster, ds, run_id, log, first, {"beta", "gamma"})
