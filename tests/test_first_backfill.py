@@ -8,7 +8,8 @@ nothing): the DAG processor creates the row when it parses the DAG, before any r
 
 The in-process test checks what the DAG processor collects from a pipeline's serialized DAG; the
 cluster test runs the README's pipeline shape, never seen by its cluster before, as a backfill of
-four dates with ``max_active_runs=2`` whose sources all finish at the same moment.
+four dates with ``max_active_runs=2`` whose sources all finish at the same moment. No cleanup DAG
+is deployed beside it, as a newcomer would start: each cleanup task must say so in its log.
 """
 
 from __future__ import annotations
@@ -137,5 +138,11 @@ def test_first_backfill_of_a_new_pipeline_runs_in_parallel_and_every_run_succeed
     pipeline_events = [e for e in events if e["name"] == pipeline_id]
     assert sorted(e["source_run_id"] for e in pipeline_events) == sorted(states), json.dumps(pipeline_events, indent=1)
     assert {e["uri"] for e in pipeline_events} == {uri}
+    # No cleanup DAG is deployed beside this pipeline: each run's cleanup task says so in its log
+    # (the files Airflow wrote, what the Logs tab shows), naming what to deploy.
+    for run_id in states:
+        folder = cluster.home / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}" / f"task_id={pipeline_id}.cleanup"
+        text = "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
+        assert "zeta.cleanup.cleanup_dag_missing" in text and "dags/zeta_maintenance.py" in text, text[-2000:]
     # The asset was never created a second time by an event.
     assert cluster.db_query("SELECT name, uri FROM asset WHERE name = :name", name=pipeline_id) == [{"name": pipeline_id, "uri": uri}]
