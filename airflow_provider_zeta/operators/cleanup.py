@@ -74,6 +74,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.cleanup import (
     RECORD_KEY,
     RUN_NONCE_KEY,
@@ -333,7 +334,7 @@ class DelayedCleanupOperator(BaseOperator):
         if isinstance(nonce, str) and nonce:
             return nonce
         nonce = uuid.uuid4().hex
-        store.set(RUN_NONCE_KEY, nonce)
+        set_kept(store, RUN_NONCE_KEY, nonce)
         return nonce
 
     def _stored(self, context: Context) -> CleanupRecord | CorruptState | None:
@@ -349,7 +350,7 @@ class DelayedCleanupOperator(BaseOperator):
     def _store(context: Context, record: CleanupRecord) -> None:
         store = context["task_state_store"]
         for key, value in record_store_values(record):
-            store.set(key, value)
+            set_kept(store, key, value)
 
 
 class CarryOutCleanupsOperator(BaseOperator):

@@ -87,6 +87,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
 from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
@@ -279,7 +280,7 @@ class CompletedPointOperator(BaseOperator):
             def fence() -> None:
                 # The execution API refuses this write from a try the scheduler has reset: an
                 # orphaned try stops here, before it can rename anything into the table.
-                context["task_state_store"].set(PUBLISHING_KEY, {"commit_id": ours, "at": time.time()})
+                set_kept(context["task_state_store"], PUBLISHING_KEY, {"commit_id": ours, "at": time.time()})
                 self.failure_window("after_assemble", context)
 
             try:
@@ -312,7 +313,7 @@ class CompletedPointOperator(BaseOperator):
         if announce:
             # Recorded first: a clear's re-execution then finds the commit announced. Only a kill
             # between this write and the task's success (no file work left) can lose the event.
-            store.set(ANNOUNCED_KEY, marker.commit_id)
+            set_kept(store, ANNOUNCED_KEY, marker.commit_id)
             context["outlet_events"][commit_alias(self.asset)].add(self.asset, extra=extra)
             self.log.info("zeta.publish.asset_event: %s commit %s", self.asset.name, marker.commit_id)
         elif self.asset is not None:
