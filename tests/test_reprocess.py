@@ -103,7 +103,7 @@ def _check_republished(cluster, ds: str, run_id: str, log: Path, first: dict[str
     assert publish_log.count("zeta.publish.newer_incarnation -> replace") == 1, publish_log[-3000:]
 
 
-@pytest.mark.parametrize("gesture", ["rest_downstream"])
+@pytest.mark.parametrize("gesture", ["rest_downstream", "cli_downstream"])
 def test_clearing_a_source_with_downstream_republishes_its_new_launch_beside_the_others(fake_driver_cluster, tmp_path, gesture):
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
@@ -112,7 +112,8 @@ def test_clearing_a_source_with_downstream_republishes_its_new_launch_beside_the
     if gesture == "rest_downstream":
         _clear(cluster, run_id, ["beta"], downstream=True, reset=True)
     else:
-        cluster.cli("tasks", "clear", DAG_ID, "-t", r"^counting\.deploy_beta$", "-d", "-s", ds, "-e", ds, "-y")
+        # Airflow 3.3.2 matches -t as a substring of the task id (not as the regex its help names).
+        cluster.cli("tasks", "clear", DAG_ID, "-t", "counting.deploy_beta", "-d", "-s", ds, "-e", ds, "-y")
     cluster.wait_for(lambda: len(_launched(log)["beta"]) == 2, 120, "beta launched again")
     cluster.wait_for_run(DAG_ID, run_id, timeout=240)
     _check_republished(cluster, ds, run_id, log, first, {"beta"})
@@ -137,3 +138,25 @@ def test_a_clear_without_reset_dag_runs_is_republished_too(fake_driver_cluster, 
     (release / "gamma").write_text("go")
     cluster.wait_for_run(DAG_ID, run_id, timeout=240)
     _check_republished(cluster, ds, run_id, log, first, {"beta", "gamma"})
+
+
+@pytest.mark.parametrize("reset", [True, False], ids=["reset_dag_runs", "no_reset"])
+def test_clearing_a_source_alone_after_the_publish_launches_nothing_and_says_what_to_clear(fake_driver_cluster, tmp_path, reset):
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    ds = "2026-05-14" if reset else "2026-05-15"
+    run_id, log, release, first = _published_run(cluster, tmp_path, ds)
+    before = _marker(cluster, ds)
+    _clear(cluster, run_id, ["beta"], downstream=False, reset=reset)
+    if reset:
+        cluster.wait_for_task(DAG_ID, run_id, _task("beta"), {"failed"}, timeout=120)
+        cluster.wait_for_run(DAG_ID, run_id, states={"success", "failed"}, timeout=120)
+        text = _task_log(cluster, run_id, _task("beta"))
+        assert "zeta.deploy.cleared_without_downstream" in text and "include_downstream=true" in text, text[-3000:]
+    else:
+        # Airflow schedules no task of a finished run cleared without reset_dag_runs: beta stays
+        # cleared (no state) and nothing runs.
+        cluster.wait_for_task(DAG_ID, run_id, _task("beta"), {None}, timeout=60)
+    assert {s: len(t) for s, t in _launched(log).items()} == {s: 1 for s in SOURCES}
+    assert _rows_by_source(cluster, ds) == {s: {t} for s, t in first.items()}
+    assert _marker(cluster, ds) == before
