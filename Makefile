@@ -16,7 +16,7 @@ export ZETA_CHROMIUM := $(CHROMIUM)
 # The Java that Spark will use: $JAVA_HOME's when set, else the one on PATH.
 JAVA ?= $(if $(JAVA_HOME),$(JAVA_HOME)/bin/java,java)
 
-.PHONY: install install-run lint test demo bench chaos clean java17
+.PHONY: install install-run lint test demo bench chaos mutation clean java17
 
 $(STAMP_RUN): setup.py constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,5 +71,11 @@ chaos: install java17
 	$(BIN)/python scripts/chaos.py --doc docs/chaos.md $(CHAOS_ARGS)
 	$(BIN)/python -m pytest -m soak tests/test_multi_host.py
 
+## mutation: mutation testing of core/ with the unit tests (mutmut, opt-in, an hour or more on 2 cores);
+## `$(BIN)/mutmut results` lists the survivors
+mutation: install
+	$(BIN)/pip install --quiet -c constraints.txt mutmut
+	$(BIN)/mutmut run --max-children 2 $(MUTATION_ARGS)
+
 clean:
-	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info
+	rm -rf $(VENV) test-artifacts .pytest_cache *.egg-info mutants
