@@ -104,8 +104,12 @@ def process_start_time(pid: int) -> float | None:
 def launch_detached(command: list[str], env: dict[str, str], log_path: str, pass_fds: tuple[int, ...] = ()) -> ProcessHandle:
     """Start ``command`` in its own session so it outlives the task process, worker and scheduler
     (``pass_fds``: descriptors it inherits, e.g. the secret Spark properties)."""
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
-    with open(log_path, "ab") as log:
+    # The driver's output can hold every secret the deploy rendered: its log and the directories
+    # made for it are private from the first byte (0600 / 0700), and so is everything the driver
+    # and spark-submit's JVM create (umask 077), before the driver itself runs.
+    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as log:
         process = subprocess.Popen(
             command,
             env=env,
@@ -115,6 +119,7 @@ def launch_detached(command: list[str], env: dict[str, str], log_path: str, pass
             start_new_session=True,
             close_fds=True,
             pass_fds=pass_fds,
+            umask=0o077,
         )
     # The Popen object is dropped on purpose: the driver is not our child to wait for. Its exit is
     # read from the ledger; the zombie is reaped by whoever inherits it.

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import select
 import signal
 import subprocess
@@ -250,7 +251,8 @@ def forget_launch_log(path: str) -> bool:
         found = os.stat(path, follow_symlinks=False)
     except (OSError, ValueError):
         return False
-    if not os.path.samestat(mine, found):
+    # Only a regular file is ever removed (stdout may be /dev/null or a pipe of some launcher).
+    if not stat.S_ISREG(found.st_mode) or not os.path.samestat(mine, found):
         return False
     try:
         os.unlink(path)

@@ -152,3 +152,42 @@ def test_the_shipper_removes_only_the_file_that_is_its_own_output(tmp_path):
         timeout=60,
     ).returncode
     assert status == 0 and other.read_text() == "keep me"
+
+
+def test_the_launcher_makes_the_drivers_log_private_before_the_driver_runs(tmp_path):
+    """The launcher's own part, before any code of the driver runs: the log file is 0600 and the
+    attempt directory it makes 0700 from the first byte (the directories above hold only ids), and the driver process (so spark-submit's JVM) starts
+    under umask 077, whatever the worker's umask is."""
+    from airflow_provider_zeta import processes
+
+    log_path = tmp_path / "runs" / "attempt" / "driver.log"
+    release = tmp_path / "release"
+    script = f"import os, time\nwhile not os.path.exists({str(release)!r}): time.sleep(0.05)\n"
+    previous = os.umask(0o022)
+    try:
+        handle = processes.launch_detached([sys.executable, "-c", script], dict(os.environ), str(log_path))
+    finally:
+        os.umask(previous)
+    try:
+        assert stat.S_IMODE(os.stat(log_path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(log_path.parent).st_mode) == 0o700
+        umask_line = next(line for line in Path(f"/proc/{handle.pid}/status").read_text().splitlines() if line.startswith("Umask:"))
+        assert umask_line.split()[1] == "0077", umask_line
+    finally:
+        release.touch()
+        deadline = time.monotonic() + 10
+        while processes.handle_alive(handle) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def test_the_shipper_removes_only_a_regular_file_it_writes_to(tmp_path, monkeypatch):
+    """Its stdout may be a FIFO or a device (a launcher that discards it): never unlinked."""
+    fifo = tmp_path / "launch.fifo"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        monkeypatch.setattr(sys, "stdout", os.fdopen(os.dup(fd), "w"))
+        assert log_shipper.forget_launch_log(str(fifo)) is False
+        assert fifo.exists()
+    finally:
+        os.close(fd)
