@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.deploy import (
     Action,
     Decision,
@@ -986,25 +987,6 @@ def _executor_of(task: Any, context: Context) -> str | None:
 
     configured = conf.get("core", "executor", fallback="") or ""
     return configured.split(",")[0].strip() or None
-
-
-def set_kept(store: Any, key: str, value: Any) -> None:
-    """Write a provider record that must live as long as its run: Airflow's task state store
-    otherwise expires it after ``[state_store] default_retention_days`` (and ``airflow state-store
-    clean`` deletes it), and a streaming driver woken after that would find no record. The run's
-    deletion still removes it with its task instances."""
-    import inspect
-
-    from airflow.sdk.execution_time.context import NEVER_EXPIRE
-
-    try:
-        accepts = "retention" in inspect.signature(store.set).parameters
-    except (TypeError, ValueError):
-        accepts = False
-    if accepts:
-        store.set(key, value, retention=NEVER_EXPIRE)
-    else:  # a store without per-key retention (keys there do not expire)
-        store.set(key, value)
 
 
 def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:
