@@ -160,3 +160,28 @@ def test_clearing_a_source_alone_after_the_publish_launches_nothing_and_says_wha
     assert {s: len(t) for s, t in _launched(log).items()} == {s: 1 for s in SOURCES}
     assert _rows_by_source(cluster, ds) == {s: {t} for s, t in first.items()}
     assert _marker(cluster, ds) == before
+
+
+def test_a_source_cleared_without_reset_dag_runs_while_its_run_runs_runs_again_and_is_published(fake_driver_cluster, tmp_path):
+    """The run still waits for beta; gamma, already finished, is cleared with downstream through
+    REST with reset_dag_runs false: clear_number stays 0, only gamma's max_tries rises. gamma must
+    run again and its new launch be the one published (before, its finished driver was reused)."""
+    cluster = fake_driver_cluster
+    cluster.wait_for_dag(DAG_ID)
+    ds = "2026-05-16"
+    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
+    release.mkdir()
+    for source in ("alpha", "gamma"):
+        (release / source).write_text("go")
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+    cluster.wait_for_task(DAG_ID, run_id, _task("gamma"), {"success"}, timeout=120)
+    cluster.wait_for_task(DAG_ID, run_id, "counting.ready_to_close", {"deferred"}, timeout=120)
+    _clear(cluster, run_id, ["gamma"], downstream=True, reset=False)
+    cluster.wait_for(lambda: len(_launched(log)["gamma"]) == 2, 120, "gamma launched again")
+    (release / "beta").write_text("go")
+    cluster.wait_for_run(DAG_ID, run_id, timeout=240)
+    launched = _launched(log)
+    assert {s: len(t) for s, t in launched.items()} == {"alpha": 1, "beta": 1, "gamma": 2}, launched
+    expected = {s: launched[s][-1] for s in SOURCES}
+    assert _rows_by_source(cluster, ds) == {s: {t} for s, t in expected.items()}
+    assert _marker(cluster, ds)["tokens"] == expected
