@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
 from airflow_provider_zeta.core.events import task_key
 from airflow_provider_zeta.core.incarnation import publish_incarnation
@@ -162,7 +163,7 @@ class ReadyToCloseSensor(BaseOperator):
         for source in event.get("ready_since_deferral") or ():
             report = ready_set["sources"].get(source)
             if isinstance(report, Mapping):
-                store.set(f"{READY_KEY_PREFIX}{source}", report.get("token"))
+                set_kept(store, f"{READY_KEY_PREFIX}{source}", report.get("token"))
         self.log.info("zeta.ready.all_ready: %s", event.get("message"))
         return ready_set
 
@@ -174,7 +175,7 @@ class ReadyToCloseSensor(BaseOperator):
         except CorruptState as error:
             raise AirflowFailException(f"[zeta.ready] task state {DEADLINE_KEY} of {self.task_id}: {error}") from None
         if changed:
-            store.set(DEADLINE_KEY, record)
+            set_kept(store, DEADLINE_KEY, record)
         return record["deadline"]
 
     def _evaluate(self, context: Context) -> Any:
@@ -231,4 +232,4 @@ class ReadyToCloseSensor(BaseOperator):
         # One write per ready source and no read: the value is the token, the same on every try.
         store = context["task_state_store"]
         for source, report in evaluation.ready.items():
-            store.set(f"{READY_KEY_PREFIX}{source}", report.token)
+            set_kept(store, f"{READY_KEY_PREFIX}{source}", report.token)
