@@ -25,7 +25,7 @@ from airflow_provider_zeta.core.cleanup import (
     parse_cleanup_record,
 )
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.publish import COMMIT_MARKER
+from airflow_provider_zeta.core.publish import COMMIT_MARKER, INTENT_FILE, parse_intent
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     LEDGER_FILE,
@@ -101,14 +101,51 @@ def find_leftovers(
     for root in output_roots(state, dag_id, run_id) if roots is None else roots:
         out = open_output(root)
         paths: list[str] = []
+        held = held_by_interrupted_commits(out, run_pending_dir(dag_id, run_id))
         for folder in (run_pending_dir(dag_id, run_id), run_tombstones_dir(dag_id, run_id)):
             for name in out.list_dir(folder):
                 entry = f"{folder}/{name}"
+                if entry in held or (ALL_TOMBSTONES in held and folder == run_tombstones_dir(dag_id, run_id)):
+                    log.warning(
+                        "zeta.cleanup.interrupted_commit_kept: %s is kept: a publish into %s was interrupted "
+                        "there and only the completed point's next try (clear it) completes or rolls it back",
+                        out.url_of(entry), root,
+                    )
+                    continue
                 if pipeline_id is None or owned_output_entry(entry_pipeline(out, entry), pipeline_id):
                     paths.append(entry)
         if paths:
             outputs[root] = tuple(sorted(paths))
     return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+
+
+#: In ``held_by_interrupted_commits``: an unreadable intent names no tombstone, so all are kept.
+ALL_TOMBSTONES = "*"
+
+
+def held_by_interrupted_commits(out: StateStorage, pending_folder: str) -> set[str]:
+    """Entries of a run's leftovers that a cleanup must not delete: each pending directory holding a
+    publish intent (``core.publish.INTENT_FILE``: a publish on a store without atomic rename was
+    interrupted there) and the tombstone the intent names. The intent is what lets the completed
+    point's next try roll the partition back or complete it; the tombstone may hold the only whole
+    copy of the partition it replaced. Deleting either would leave a partition of mixed files with
+    no marker, for good. They stay until that try has finished (it removes its pending directory)."""
+    held: set[str] = set()
+    for name in out.list_dir(pending_folder):
+        entry = f"{pending_folder}/{name}"
+        where = f"{entry}/{INTENT_FILE}"
+        raw = out.read_bytes(where)
+        if raw is None:
+            continue
+        held.add(entry)
+        try:
+            intent = parse_intent(raw, out.url_of(where))
+        except CorruptState:
+            held.add(ALL_TOMBSTONES)
+            continue
+        if intent is not None and intent.tombstone:
+            held.add(intent.tombstone.rstrip("/"))
+    return held
 
 
 #: How deep below a pending directory its commit marker may lie: ``<commit>-<nonce>/<partition>/``,

@@ -526,3 +526,34 @@ def test_a_partition_another_owner_is_publishing_is_refused_naming_it():
     # Our own intent is recovered before deciding, never a reason to refuse; none: foreign_partition.
     assert decide_publish("ours", 0, True, None, mine, publishing=[_marker("o", {"a": 1})]).rule == "foreign_partition"
     assert decide_publish("ours", 0, True, None, mine).rule == "foreign_partition"
+
+
+@pytest.mark.parametrize("point", ["tombstone_delete_after_1_files", "copy_after_1_files"])
+def test_the_runs_cleanup_keeps_an_interrupted_commit_for_the_completed_points_next_try(tmp_path, monkeypatch, point):
+    """The run's cleanup (or the sweep) between a kill and the completed point's next try (a clear
+    after the run failed) must not delete the intent's pending directory nor the tombstone holding
+    the replaced partition: without them the partition would stay a mix of files with no marker,
+    and the old published data would be gone. Oracle: the files on disk after the cleanup carried
+    out its record, and after the next try."""
+    import time
+
+    from airflow_provider_zeta import janitor
+    from airflow_provider_zeta.core.cleanup import new_record
+
+    run = Run(tmp_path, monkeypatch)
+    run.publish("tok0", incarnation=0)
+    failpoint = {**TOMBSTONE_POINTS, **CRASH_POINTS}[point]()
+    with pytest.raises(Killed):
+        run.publish("tok1", incarnation=1, failpoint=failpoint)
+    state = StateStorage.from_url(str(tmp_path / "state"))
+    root = "zeta-table"
+    leftovers, _ = janitor.find_leftovers(state, run.dag_id, run.run_id, lambda url: table(tmp_path), roots=[root])
+    kept = [p for p in leftovers.outputs.get(root, ()) if p.startswith(("_zeta_pending/", "_zeta_tombstones/"))]
+    assert kept == [], f"the cleanup would delete {kept}"
+    record = new_record(run.dag_id, run.run_id, 1, "p.cleanup", time.time(), 0, leftovers)
+    janitor.carry_out(state, record, lambda url: table(tmp_path))
+    retry = run.publish("tok1", incarnation=1)
+    assert retry["rule"] in ("newer_incarnation", "already_published", "first_publish", "incomplete_commit"), retry["rule"]
+    complete_partition_of(tmp_path, "tok1")
+    (tombstone,) = (tmp_path / "table" / "_zeta_tombstones").rglob(f"{PART}-*")
+    complete_partition_of(tmp_path, "tok0", tombstone.relative_to(tmp_path / "table").as_posix())
