@@ -187,10 +187,10 @@ class ZetaDriverTrigger(BaseTrigger):
         try:
             ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), self.token, where)
         except CorruptState as error:
-            from airflow_provider_zeta.triggers.driver_output import mask_driver_line
-
-            # It may quote the job-written file: masked, as the driver's output is, and kept short.
-            view, detail = LedgerView.LOST, f"unreadable ledger: {mask_driver_line(str(error)[:2048])}"
+            # The parse error may quote the job-written file, and this text travels in the trigger
+            # event (stored in the metadata database): only the error's class goes there. The task
+            # reads the ledger again when it resumes and logs the detail, masked, in the task log.
+            view, detail = LedgerView.LOST, f"unreadable ledger ({type(error.__cause__ or error).__name__}; the deploy task's log has the detail)"
         else:
             self._ledger = ledger
             if ledger is not None:

@@ -328,3 +328,23 @@ def test_an_error_while_ending_the_task_wakes_it_instead_of_failing_the_trigger(
     monkeypatch.setattr(xcom_module.XCom, "set", refused)
     event = asyncio.run(_first_event(trigger))
     assert not isinstance(event, TaskSuccessEvent) and event.payload["view"] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        b'{"token": "tok", "status": "running", "started_at": 1, "heartbeat_at": "pw=Zq9x7Wv3Kp2Rt8Yb"}',
+        b'{"token": "tok", "status": "pw=Zq9x7Wv3Kp2Rt8Yb"}',
+        b"pw=Zq9x7Wv3Kp2Rt8Yb is not JSON",
+    ],
+)
+def test_an_unreadable_ledger_wakes_the_task_with_no_job_written_text_in_the_event(tmp_path, document):
+    """The event is stored in the metadata database (the task's next_kwargs): it names the problem,
+    never a fragment of what the job wrote into its ledger."""
+    (tmp_path / "attempt").mkdir()
+    (tmp_path / "attempt" / "ledger.json").write_bytes(document)
+    event = asyncio.run(_first(_trigger(tmp_path)))
+    assert event["view"] == "lost" and "unreadable ledger" in event["detail"]
+    text = repr(event)
+    secret = "Zq9x7Wv3Kp2Rt8Yb"
+    assert not any(secret[i : i + 6] in text for i in range(len(secret) - 5)), text  # no 6-character fragment
