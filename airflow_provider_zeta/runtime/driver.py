@@ -240,7 +240,11 @@ class DriverBootstrap:
     # -- heartbeat
 
     def _heartbeat_loop(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval):
+        # At least three beats per lease, whatever the configured interval: the settings only
+        # require the interval below the lease, and the wait starts when the previous write ended
+        # (the lease counts from when it started), so an interval near the lease would leave no room
+        # for a slow write or a scheduling stall before the kernel timer ends a healthy driver.
+        while not self._stop.wait(min(self.heartbeat_interval, self.lease / 3)):
             try:
                 if self.cancel_requested():
                     self._cancel()

@@ -204,3 +204,47 @@ def _read(path: str) -> str:
         return Path(path).read_text()
     except OSError:
         return ""
+
+
+# Every ledger write takes 0.3 s (a slow store), and none hangs.
+SLOW_WRITES = WRAPPER.replace('if name == "ledger.json":', 'if name == "ledger.json" and fault == "slow-writes":\n        time.sleep(0.3)\n    if name == "ledger.json":')
+
+
+def test_a_heartbeat_interval_near_the_lease_leaves_room_for_slow_writes(tmp_path):
+    """Settings accept any heartbeat interval below the lease (0.7 x lost_after): here 2.0 s against
+    a 2.1 s lease, with every write taking 0.3 s. A driver beating only every 2.0 s after each write
+    would start its next write 2.3 s after the last renewal began and be killed by its own lease
+    while healthy; it must beat often enough to finish the job. Oracle: the job's own file, its
+    exit and the ledger's bytes."""
+    progress = tmp_path / "progress"
+    (tmp_path / "job.py").write_text(APPENDING_JOB.format(progress=str(progress), seconds=5))
+    (tmp_path / "wrapper.py").write_text(SLOW_WRITES)
+    spec = {
+        "token": "tok-lease3",
+        "attempt_url": f"file://{tmp_path / 'attempt'}",
+        "output_url": f"file://{tmp_path / 'attempt'}/output",
+        "application": str(tmp_path / "job.py"),
+        "heartbeat_interval": 2.0,
+        "lost_after": 3.0,
+        "task_id": "job",
+        "dag_id": "d",
+        "run_id": "r",
+        "process_group": True,
+    }
+    with (tmp_path / "driver.out").open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, str(tmp_path / "wrapper.py"), "slow-writes", "0", DRIVER, bootstrap.SPEC_FLAG, json.dumps(spec)],
+            env={"PYTHONPATH": ROOT, "PATH": "/usr/bin:/bin"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        code = process.wait(timeout=30)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    out = (tmp_path / "driver.out").read_text(errors="replace")
+    assert code == 0, f"a healthy driver ended with {code}:\n{out[-3000:]}"
+    assert json.loads((tmp_path / "attempt" / "ledger.json").read_text())["status"] == "succeeded"
+    assert progress.read_text().count("tick") >= 50, "the job did not run its course"
