@@ -3,17 +3,24 @@
 ::
 
     <pipeline_id>.deploy_<source>   ZetaSparkJobOperator, one per source      (G1, G6, G8)
-    <pipeline_id>.ready_to_close    ReadyToCloseSensor, downstream of the deploys, starts with them (G2)
+    <pipeline_id>.ready_to_close    ReadyToCloseSensor, starts with the deploys (G2)
     <pipeline_id>.completed_point   CompletedPointOperator, after the sensor    (G3)
     <pipeline_id>.cleanup           DelayedCleanupOperator, a teardown after all: records the cleanup (G4, G5, G8)
 
-The sensor is downstream of every deploy task with ``trigger_rule="always"``: it still starts at
-once and waits beside them (deferred, no worker slot) and fails fast, naming the source, when one
-fails for good (with the default rule it would only ever see "upstream_failed"), and the edges make
-the Airflow way of reprocessing work: clearing a source "with downstream" (UI, REST
-``include_downstream``, ``airflow tasks clear -d``) clears the sensor, the completed point and the
-cleanup with it, so the run publishes the cleared sources' new attempts beside the other sources'
-current ones, once, under a newer incarnation (the replaced partition becomes a tombstone).
+The sensor has no upstream edge from the deploy tasks on purpose: it waits beside them (deferred,
+no worker slot) and fails fast, naming the source, when one fails for good — a downstream sensor
+would only ever see "upstream_failed". The deploy tasks stay the run's last tasks that count:
+Airflow decides a run's state from them (its teardown aside), so a run with a source that failed,
+or that a user marked failed, ends ``failed``. (Were the deploys upstream of the sensor, a run
+marked failed by hand would end ``success`` once its teardown ran: its completed point, the only
+last task left, is then ``skipped``.)
+
+Reprocessing a source of a run whose wait has ended means clearing its deploy task *together with*
+``ready_to_close`` and everything downstream of it (``completed_point``, ``cleanup``): the run then
+publishes the cleared sources' new attempts beside the other sources' current ones, once, under a
+newer incarnation (the replaced partition becomes a tombstone). A deploy task cleared without the
+sensor launches nothing and fails, naming what to clear (``cleared_without_downstream``), so the
+run ends ``failed``, never ``success`` over output that is not published.
 
 The cleanup is an Airflow teardown downstream of every other task: it runs whether the run
 succeeded or failed, and Airflow leaves it out when it decides the run's state, so a run whose
@@ -28,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from airflow.sdk import Asset, TaskGroup, TriggerRule
+from airflow.sdk import Asset, TaskGroup
 
 from airflow_provider_zeta.core.durations import Duration
 from airflow_provider_zeta.core.publish import DEFAULT_PARTITION
@@ -146,11 +153,7 @@ def zeta_pipeline(
             task_id="ready_to_close",
             sources={name: task.task_id for name, task in deploys.items()},
             timeout=ready_timeout,
-            # Starts with the deploys whatever their state: the edges below only make a clear of a
-            # source with downstream reach the sensor (see the module docstring).
-            trigger_rule=TriggerRule.ALWAYS,
         )
-        list(deploys.values()) >> ready
         publish = CompletedPointOperator(
             task_id="completed_point",
             output_root=output,

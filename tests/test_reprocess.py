@@ -3,11 +3,12 @@ SQLite): the REST clear the UI posts (with and without ``include_downstream``, w
 ``reset_dag_runs``) and ``airflow tasks clear -d``.
 
 Oracle, independent of the provider's bookkeeping: every row the counting job writes carries the
-token of its launch, and the job appends each launch to a launch log. After a clear "with
-downstream" the partition must hold exactly the cleared sources' new launches and the other
-sources' first ones, from one new commit, the replaced partition moved to the run's tombstones. A
-clear of a source alone must launch nothing and fail that task naming what to clear instead,
-leaving the partition as it was.
+token of its launch, and the job appends each launch to a launch log. After a clear of a source
+together with the ready-to-close sensor and their downstream tasks, the partition must hold exactly
+the cleared sources' new launches and the other sources' first ones, from one new commit, the
+replaced partition moved to the run's tombstones. A clear of a source without the sensor (alone, or
+with its own downstream, which is only the cleanup) must launch nothing, fail that task naming what
+to clear instead, and end the run ``failed``, leaving the partition as it was.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def _task_log(cluster, run_id: str, task_id: str) -> str:
     return "\n".join(p.read_text(errors="replace") for p in sorted(folder.glob("attempt=*.log")))
 
 
-def _clear(cluster, run_id: str, sources: list[str], *, downstream: bool, reset: bool) -> None:
+def _clear(cluster, run_id: str, sources: list[str], *, downstream: bool, reset: bool, with_sensor: bool = False) -> None:
     # What the UI's Clear dialog posts (it leaves reset_dag_runs at its default, true).
     cluster.api(
         "POST",
@@ -62,7 +63,7 @@ def _clear(cluster, run_id: str, sources: list[str], *, downstream: bool, reset:
         {
             "dry_run": False,
             "dag_run_id": run_id,
-            "task_ids": [_task(s) for s in sources],
+            "task_ids": [_task(s) for s in sources] + (["counting.ready_to_close"] if with_sensor else []),
             "include_downstream": downstream,
             "include_upstream": False,
             "only_failed": False,
@@ -103,24 +104,19 @@ def _check_republished(cluster, ds: str, run_id: str, log: Path, first: dict[str
     assert publish_log.count("zeta.publish.newer_incarnation -> replace") == 1, publish_log[-3000:]
 
 
-@pytest.mark.parametrize("gesture", ["rest_downstream", "cli_downstream"])
-def test_clearing_a_source_with_downstream_republishes_its_new_launch_beside_the_others(fake_driver_cluster, tmp_path, gesture):
+def test_clearing_a_source_with_the_sensor_republishes_its_new_launch_beside_the_others(fake_driver_cluster, tmp_path):
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
-    ds = {"rest_downstream": "2026-05-11", "cli_downstream": "2026-05-12"}[gesture]
+    ds = "2026-05-11"
     run_id, log, _, first = _published_run(cluster, tmp_path, ds)
-    if gesture == "rest_downstream":
-        _clear(cluster, run_id, ["beta"], downstream=True, reset=True)
-    else:
-        # Airflow 3.3.2 matches -t as a substring of the task id (not as the regex its help names).
-        cluster.cli("tasks", "clear", DAG_ID, "-t", "counting.deploy_beta", "-d", "-s", ds, "-e", ds, "-y")
+    _clear(cluster, run_id, ["beta"], downstream=True, reset=True, with_sensor=True)
     cluster.wait_for(lambda: len(_launched(log)["beta"]) == 2, 120, "beta launched again")
     cluster.wait_for_run(DAG_ID, run_id, timeout=240)
     _check_republished(cluster, ds, run_id, log, first, {"beta"})
 
 
 def test_a_clear_without_reset_dag_runs_is_republished_too(fake_driver_cluster, tmp_path):
-    """beta is cleared with downstream (the run runs again, beta held); meanwhile gamma is cleared
+    """beta is cleared with the sensor (the run runs again, beta held); meanwhile gamma is cleared
     with downstream through REST with reset_dag_runs false, which leaves clear_number alone: gamma
     must run again and be published, not reused nor ignored as a late report."""
     cluster = fake_driver_cluster
@@ -129,7 +125,7 @@ def test_a_clear_without_reset_dag_runs_is_republished_too(fake_driver_cluster, 
     run_id, log, release, first = _published_run(cluster, tmp_path, ds)
     (release / "beta").unlink()
     (release / "gamma").unlink()
-    _clear(cluster, run_id, ["beta"], downstream=True, reset=True)
+    _clear(cluster, run_id, ["beta"], downstream=True, reset=True, with_sensor=True)
     cluster.wait_for(lambda: len(_launched(log)["beta"]) == 2, 120, "beta launched again")
     cluster.wait_for_task(DAG_ID, run_id, "counting.ready_to_close", {"deferred"}, timeout=120)
     _clear(cluster, run_id, ["gamma"], downstream=True, reset=False)
@@ -140,23 +136,30 @@ def test_a_clear_without_reset_dag_runs_is_republished_too(fake_driver_cluster, 
     _check_republished(cluster, ds, run_id, log, first, {"beta", "gamma"})
 
 
-@pytest.mark.parametrize("reset", [True, False], ids=["reset_dag_runs", "no_reset"])
-def test_clearing_a_source_alone_after_the_publish_launches_nothing_and_says_what_to_clear(fake_driver_cluster, tmp_path, reset):
+@pytest.mark.parametrize("gesture", ["alone", "alone_no_reset", "rest_downstream", "cli_downstream"])
+def test_clearing_a_source_without_the_sensor_after_the_publish_launches_nothing_fails_the_run_and_says_what_to_clear(
+    fake_driver_cluster, tmp_path, gesture
+):
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
-    ds = "2026-05-14" if reset else "2026-05-15"
+    ds = {"alone": "2026-05-14", "alone_no_reset": "2026-05-15", "rest_downstream": "2026-05-17", "cli_downstream": "2026-05-18"}[gesture]
     run_id, log, release, first = _published_run(cluster, tmp_path, ds)
     before = _marker(cluster, ds)
-    _clear(cluster, run_id, ["beta"], downstream=False, reset=reset)
-    if reset:
-        cluster.wait_for_task(DAG_ID, run_id, _task("beta"), {"failed"}, timeout=120)
-        cluster.wait_for_run(DAG_ID, run_id, states={"success", "failed"}, timeout=120)
-        text = _task_log(cluster, run_id, _task("beta"))
-        assert "zeta.deploy.cleared_without_downstream" in text and "include_downstream=true" in text, text[-3000:]
+    if gesture == "cli_downstream":
+        # Airflow 3.3.2 matches -t as a substring of the task id (not as the regex its help names).
+        cluster.cli("tasks", "clear", DAG_ID, "-t", "counting.deploy_beta", "-d", "-s", ds, "-e", ds, "-y")
     else:
+        _clear(cluster, run_id, ["beta"], downstream=gesture == "rest_downstream", reset=gesture != "alone_no_reset")
+    if gesture == "alone_no_reset":
         # Airflow schedules no task of a finished run cleared without reset_dag_runs: beta stays
         # cleared (no state) and nothing runs.
         cluster.wait_for_task(DAG_ID, run_id, _task("beta"), {None}, timeout=60)
+    else:
+        cluster.wait_for_task(DAG_ID, run_id, _task("beta"), {"failed"}, timeout=120)
+        # Visibly not success: the deploy tasks are among the run's last tasks.
+        cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=120)
+        text = _task_log(cluster, run_id, _task("beta"))
+        assert "zeta.deploy.cleared_without_downstream" in text and "counting.ready_to_close" in text, text[-3000:]
     assert {s: len(t) for s, t in _launched(log).items()} == {s: 1 for s in SOURCES}
     assert _rows_by_source(cluster, ds) == {s: {t} for s, t in first.items()}
     assert _marker(cluster, ds) == before

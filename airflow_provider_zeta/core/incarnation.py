@@ -65,23 +65,23 @@ SENSOR_DONE_STATES = frozenset({"success"})
 def cleared_without_downstream(task_id: str, sensor_states: dict[str, str | None], published: bool) -> str | None:
     """Why a deploy task that was just cleared must not run its job again (None: it may).
 
-    Rule ``cleared_without_downstream``: the run's ready-to-close sensor that reads this task
+    Rule ``cleared_without_downstream`` (the deploy task was cleared without the sensor: the sensor
+    is not downstream of the deploys): the run's ready-to-close sensor that reads this task
     (``sensor_states``: its task id -> state now) already succeeded and was not cleared with it.
     Nothing would ever read a new attempt: the sensor's ready set and the completed point's commit
-    keep the earlier one, and Airflow decides the run's state from its last tasks, so the run would
-    end ``success`` over output that is not published. Refusing before any launch keeps the
-    published partition equal to the task's current attempt and says, in the task's log and state,
-    what to clear instead.
+    keep the earlier one. Refusing before any launch keeps the published partition equal to the
+    task's current attempt and fails the task, one of the run's last tasks, so the run ends
+    ``failed`` with what to clear instead in the task's log.
     """
     done = sorted(sensor for sensor, state in sensor_states.items() if state in SENSOR_DONE_STATES)
     if not done:
         return None
     where = "published from its earlier attempt" if published else "holds its earlier attempt in its ready set"
     return (
-        f"{task_id} was cleared without its downstream tasks, but {', '.join(done)} already succeeded and was "
-        f"not cleared with it: the run {where}, and a new attempt would never be published. Nothing was "
-        "launched; the earlier attempt stays the published one. To reprocess this source, clear it again "
-        "with its downstream tasks (UI: Clear -> 'Downstream'; REST clearTaskInstances: "
-        "include_downstream=true; CLI: airflow tasks clear -d), which re-runs the ready-to-close wait and "
-        "the completed point and republishes the partition."
+        f"{task_id} was cleared, but {', '.join(done)} already succeeded and was not cleared with it: the run "
+        f"{where}, and a new attempt would never be published. Nothing was launched; the earlier attempt "
+        f"stays the published one. To reprocess this source, clear {task_id} together with {', '.join(done)} "
+        "and its downstream tasks (UI: select both, Clear -> 'Downstream'; REST clearTaskInstances: "
+        f"task_ids=[{task_id!r}, {', '.join(repr(d) for d in done)}] with include_downstream=true), which "
+        "re-runs the ready-to-close wait and the completed point and republishes the partition."
     )

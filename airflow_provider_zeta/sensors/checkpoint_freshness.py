@@ -68,9 +68,8 @@ class CheckpointFreshnessSensor(BaseOperator):
     :param map_index: map index of the job task (``-1``: not mapped).
     :param poll_interval: time between two looks of the trigger (default ``[zeta] poll_interval``).
 
-    Place it beside the job (no upstream edge, or one with ``trigger_rule="always"`` as
-    ``zeta_pipeline`` gives its ``ReadyToCloseSensor``): it starts watching when the run starts and
-    succeeds when the job's task ends, whatever its outcome.
+    Place it beside the job (no upstream edge), as ``ReadyToCloseSensor`` is: it starts watching
+    when the run starts and succeeds when the job's task ends, whatever its outcome.
     """
 
     ui_color = "#c9d6f0"
