@@ -92,7 +92,7 @@ setup(
         # Liveness reads /proc and the kernel's boot id; the multi-host tests use Linux namespaces.
         "Operating System :: POSIX :: Linux",
         "Programming Language :: Python :: 3",
-        # The one version CI runs (python_requires admits newer ones).
+        # The one Python version the test suite runs on (python_requires admits newer ones).
         "Programming Language :: Python :: 3.11",
         "Topic :: System :: Distributed Computing",
         "Topic :: System :: Monitoring",
