@@ -4,15 +4,19 @@ It is shown inside the Airflow UI as an external view (an iframe on the same ori
 browser's Airflow session cookie authenticates it) and also works opened on its own. It refreshes
 itself: a few lines of JavaScript fetch the same URL with ``fragment=1`` every
 ``REFRESH_SECONDS`` and swap the content (a ``<noscript>`` meta refresh does the same without
-JavaScript). Every value is escaped; nothing secret is in the JSON it is rendered from.
+JavaScript). It is rendered with Jinja2 templates (the strings below) with autoescaping on: every
+value is escaped where the template prints it, none is marked safe by hand; nothing secret is in
+the JSON it is rendered from.
 """
 
 from __future__ import annotations
 
-import html
 import time
 from typing import Any, Mapping
 from urllib.parse import quote, urlencode
+
+from jinja2 import Environment
+from markupsafe import Markup
 
 from airflow_provider_zeta.core.monitor import Section
 
@@ -73,12 +77,95 @@ _SCRIPT = """
 """
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+# The templates are written on single lines (string concatenation), so the page carries no
+# whitespace of the template's layout. ``badge`` is a macro: its text is escaped like any value.
+_SECTION_TEMPLATE = (
+    '{% macro badge(text, color) %}<span class="badge" style="background:{{ color }}">{{ text }}</span>{% endmacro %}'
+    '<h2 id="section-{{ section }}">{{ title }} ({{ total }})</h2><p class="hint">{{ hint }}</p>'
+    "{% if not runs %}"
+    '<p class="empty">none</p>'
+    "{% else %}"
+    '<table data-section="{{ section }}"><thead><tr><th>source</th><th>deploy task</th><th>task state</th>'
+    "<th>driver</th><th>attempt token</th><th>heartbeat</th><th>last checkpoint</th><th>rows</th>"
+    "<th>link</th></tr></thead><tbody>"
+    "{% for run in runs %}"
+    "{% for pipeline in run.pipelines %}"
+    '<tr class="run">'
+    '<td colspan="3"><a href="{{ run.airflow_run }}" target="_top" class="mono">{{ run.dag_id }} / {{ run.run_id }}</a>'
+    " &middot; pipeline <b>{{ pipeline.name }}</b></td>"
+    '<td colspan="2" data-phase="{{ pipeline.phase }}">{{ badge(pipeline.phase_text, pipeline.phase_color) }}</td>'
+    '<td colspan="2" class="ready">ready {{ pipeline.ready }} of {{ pipeline.total }}</td>'
+    '<td colspan="2">run {{ run.run_state }}</td>'
+    "</tr>"
+    "{% for source in pipeline.sources %}"
+    "<tr>"
+    "<td>{{ source.source }}</td>"
+    '<td class="mono">{{ source.task_id }}</td>'
+    "<td>{{ source.task_state }}</td>"
+    "<td>{{ badge(source.driver, source.driver_color) }}"
+    '{% if source.error %}<div class="err">{{ source.error }}</div>{% endif %}</td>'
+    '<td class="mono">{{ source.token }}</td>'
+    "<td>{{ source.heartbeat }}</td>"
+    "<td>{{ source.checkpoint }}</td>"
+    "<td>{{ source.rows }}</td>"
+    "<td>"
+    "{% if source.link is not none %}"  # no link without access to the DAG's task logs
+    '<a href="{{ source.link }}" target="_blank" rel="noopener">{{ source.link_target }}</a>'
+    "{% else %}-{% endif %}"
+    "</td>"
+    "</tr>"
+    "{% endfor %}"
+    "{% endfor %}"
+    "{% if run.error %}"  # the run's state could not be read: an error on its own row
+    '<tr class="run">'
+    '<td colspan="3"><a href="{{ run.airflow_run }}" target="_top" class="mono">{{ run.dag_id }} / {{ run.run_id }}</a></td>'
+    '<td colspan="6" class="err" data-error="run">cannot be shown: {{ run.error }}</td>'
+    "</tr>"
+    "{% endif %}"
+    "{% endfor %}"
+    "</tbody></table>"
+    '<p class="pager meta">{{ first }}&ndash;{{ last }} of {{ total }} '
+    '{% if newer is not none %}<a href="{{ newer }}">&lsaquo; newer</a>{% endif %}'
+    '{% if older is not none %}<a href="{{ older }}">older &rsaquo;</a>{% endif %}'
+    "</p>"
+    "{% endif %}"
+)
+
+_META_TEMPLATE = (
+    '<p class="meta">Showing '
+    "{% if dag_id and run_id %}"
+    'run {{ run_id }} of {{ dag_id }} (<a href="ui">all runs</a>)'
+    "{% elif dag_id %}"
+    'DAG {{ dag_id }} (<a href="ui">all DAGs</a>)'
+    "{% else %}"
+    "all DAGs you can read"
+    "{% endif %}"
+    '. Updated <span id="zeta-updated">{{ updated }}</span>; '
+    'refreshes every {{ refresh }} s<span id="zeta-refresh-error"></span>.</p>'
+)
+
+_PAGE_TEMPLATE = (
+    '<!doctype html><html><head><meta charset="utf-8"><title>Zeta pipelines</title>'
+    '<meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ style }}</style>'
+    '<noscript><meta http-equiv="refresh" content="{{ refresh }}"></noscript></head><body>'
+    "<h1>Zeta pipelines</h1>"
+    '<div id="zeta-content">{{ content }}</div>'
+    "<script>{{ script }}</script></body></html>"
+)
+
+# Autoescaping on for every template: a value is escaped unless it is Markup, and only the page's
+# own constants and the already rendered content are. ``None`` prints as nothing.
+_ENV = Environment(autoescape=True, finalize=lambda value: "" if value is None else value)
+_SECTION = _ENV.from_string(_SECTION_TEMPLATE)
+_META = _ENV.from_string(_META_TEMPLATE)
+_PAGE = _ENV.from_string(_PAGE_TEMPLATE)
 
 
-def _badge(text: str, color: str) -> str:
-    return f'<span class="badge" style="background:{color}">{_e(text)}</span>'
+def _entities(rendered: str) -> str:
+    """Jinja2 (MarkupSafe) writes ``"`` and ``'`` as ``&#34;`` and ``&#39;``; the page has always
+    written them as ``&quot;`` and ``&#x27;`` (``html.escape``): the same characters, kept as they
+    were. Neither sequence can come from a value (its ``&`` is escaped) or from the templates."""
+    return rendered.replace("&#34;", "&quot;").replace("&#39;", "&#x27;")
 
 
 def _link(query: Mapping[str, str], **changes: Any) -> str:
@@ -87,78 +174,62 @@ def _link(query: Mapping[str, str], **changes: Any) -> str:
     return "ui?" + urlencode(merged)
 
 
-def _source_rows(run: Mapping[str, Any], pipeline: Mapping[str, Any]) -> str:
-    rows = []
-    for source in pipeline["sources"]:
-        link_target = "Spark UI" if source.get("spark_ui_url") else "driver log"
-        link = (  # no link without access to the DAG's task logs
-            f'<a href="{_e(source["driver_link"].removeprefix("/zeta/"))}" target="_blank" rel="noopener">{link_target}</a>'
-            if source.get("driver_link")
-            else "-"
-        )
-        error = f'<div class="err">{_e(source["error"])}</div>' if source.get("error") else ""
-        rows.append(
-            "<tr>"
-            f"<td>{_e(source['source'])}</td>"
-            f'<td class="mono">{_e(source["task_id"])}</td>'
-            f"<td>{_e(source['task_state'] or '-')}</td>"
-            f"<td>{_badge(source['driver'], DRIVER_COLORS.get(source['driver'], '#6b7280'))}{error}</td>"
-            f'<td class="mono">{_e(source["token"] or "-")}</td>'
-            f"<td>{_e(source['heartbeat_age_text'])}</td>"
-            f"<td>{_e(source['checkpoint_age_text'])}</td>"
-            f"<td>{_e('-' if source['rows'] is None else source['rows'])}</td>"
-            f"<td>{link}</td>"
-            "</tr>"
-        )
-    return "".join(rows)
+def _source_view(source: Mapping[str, Any]) -> dict[str, Any]:
+    link = source["driver_link"].removeprefix("/zeta/") if source.get("driver_link") else None
+    return {
+        "source": source["source"],
+        "task_id": source["task_id"],
+        "task_state": source["task_state"] or "-",
+        "driver": source["driver"],
+        "driver_color": DRIVER_COLORS.get(source["driver"], "#6b7280"),
+        "error": source.get("error"),
+        "token": source["token"] or "-",
+        "heartbeat": source["heartbeat_age_text"],
+        "checkpoint": source["checkpoint_age_text"],
+        "rows": "-" if source["rows"] is None else source["rows"],
+        "link": link,
+        "link_target": "Spark UI" if source.get("spark_ui_url") else "driver log",
+    }
 
 
-def _run_block(run: Mapping[str, Any]) -> str:
-    airflow_run = _e(f"../dags/{quote(run['dag_id'], safe='')}/runs/{quote(run['run_id'], safe='')}")
-    parts = []
-    for pipeline in run["pipelines"]:
-        phase = pipeline["phase"]
-        parts.append(
-            '<tr class="run">'
-            f'<td colspan="3"><a href="{airflow_run}" target="_top" class="mono">{_e(run["dag_id"])} / {_e(run["run_id"])}</a>'
-            f" &middot; pipeline <b>{_e(pipeline['pipeline'] or '(jobs)')}</b></td>"
-            f'<td colspan="2" data-phase="{_e(phase)}">{_badge(pipeline["phase_text"], PHASE_COLORS.get(phase, "#6b7280"))}</td>'
-            f'<td colspan="2" class="ready">ready {pipeline["ready"]} of {pipeline["total"]}</td>'
-            f"<td colspan=\"2\">run {_e(run['run_state'])}</td>"
-            "</tr>"
-            + _source_rows(run, pipeline)
-        )
-    if run.get("error"):  # the run's state could not be read: an error on its own row
-        parts.append(
-            '<tr class="run">'
-            f'<td colspan="3"><a href="{airflow_run}" target="_top" class="mono">{_e(run["dag_id"])} / {_e(run["run_id"])}</a></td>'
-            f'<td colspan="6" class="err" data-error="run">cannot be shown: {_e(run["error"])}</td>'
-            "</tr>"
-        )
-    return "".join(parts)
+def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "dag_id": run["dag_id"],
+        "run_id": run["run_id"],
+        "run_state": run["run_state"],
+        "error": run.get("error"),
+        "airflow_run": f"../dags/{quote(run['dag_id'], safe='')}/runs/{quote(run['run_id'], safe='')}",
+        "pipelines": [
+            {
+                "name": pipeline["pipeline"] or "(jobs)",
+                "phase": pipeline["phase"],
+                "phase_text": pipeline["phase_text"],
+                "phase_color": PHASE_COLORS.get(pipeline["phase"], "#6b7280"),
+                "ready": pipeline["ready"],
+                "total": pipeline["total"],
+                "sources": [_source_view(source) for source in pipeline["sources"]],
+            }
+            for pipeline in run["pipelines"]
+        ],
+    }
 
 
 def render_section(section: Section, data: Mapping[str, Any], query: Mapping[str, str]) -> str:
     total, limit, offset = data["total"], data["limit"], data["offset"]
-    head = (
-        f'<h2 id="section-{section.value}">{SECTION_TITLES[section]} ({total})</h2>'
-        f'<p class="hint">{_e(SECTION_HINTS[section])}</p>'
-    )
-    if not data["runs"]:
-        return head + '<p class="empty">none</p>'
-    table = (
-        f'<table data-section="{section.value}"><thead><tr><th>source</th><th>deploy task</th><th>task state</th>'
-        "<th>driver</th><th>attempt token</th><th>heartbeat</th><th>last checkpoint</th><th>rows</th>"
-        "<th>link</th></tr></thead><tbody>" + "".join(_run_block(run) for run in data["runs"]) + "</tbody></table>"
-    )
     key = f"{section.value}_offset"
-    pager = []
-    if offset > 0:
-        pager.append(f'<a href="{_e(_link(query, **{key: max(0, offset - limit)}))}">&lsaquo; newer</a>')
-    if offset + limit < total:
-        pager.append(f'<a href="{_e(_link(query, **{key: offset + limit}))}">older &rsaquo;</a>')
-    shown = f"{offset + 1}&ndash;{min(total, offset + limit)} of {total}"
-    return head + table + f'<p class="pager meta">{shown} {"".join(pager)}</p>'
+    return _entities(
+        _SECTION.render(
+            section=section.value,
+            title=SECTION_TITLES[section],
+            hint=SECTION_HINTS[section],
+            total=total,
+            runs=[_run_view(run) for run in data["runs"]],
+            first=offset + 1,
+            last=min(total, offset + limit),
+            newer=_link(query, **{key: max(0, offset - limit)}) if offset > 0 else None,
+            older=_link(query, **{key: offset + limit}) if offset + limit < total else None,
+        )
+    )
 
 
 def render_sections(
@@ -168,25 +239,16 @@ def render_sections(
     dag_id: str | None = None,
     run_id: str | None = None,
 ) -> str:
-    scope = "all DAGs you can read"
-    if dag_id and run_id:
-        scope = f"run {_e(run_id)} of {_e(dag_id)} (<a href=\"ui\">all runs</a>)"
-    elif dag_id:
-        scope = f"DAG {_e(dag_id)} (<a href=\"ui\">all DAGs</a>)"
-    updated = time.strftime("%H:%M:%S", time.localtime(now))
-    meta = (
-        f'<p class="meta">Showing {scope}. Updated <span id="zeta-updated">{updated}</span>; '
-        f'refreshes every {REFRESH_SECONDS} s<span id="zeta-refresh-error"></span>.</p>'
+    meta = _entities(
+        _META.render(
+            dag_id=dag_id, run_id=run_id, updated=time.strftime("%H:%M:%S", time.localtime(now)), refresh=REFRESH_SECONDS
+        )
     )
     return meta + "".join(render_section(section, sections[section], query) for section in Section)
 
 
 def render_page(content: str) -> str:
-    return (
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>Zeta pipelines</title>"
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{_STYLE}</style>'
-        f'<noscript><meta http-equiv="refresh" content="{REFRESH_SECONDS}"></noscript></head><body>'
-        "<h1>Zeta pipelines</h1>"
-        f'<div id="zeta-content">{content}</div>'
-        f"<script>{_SCRIPT % REFRESH_SECONDS}</script></body></html>"
+    """The whole page around ``content``, which is HTML ``render_sections`` made (not escaped again)."""
+    return _PAGE.render(
+        style=Markup(_STYLE), refresh=REFRESH_SECONDS, content=Markup(content), script=Markup(_SCRIPT % REFRESH_SECONDS)
     )
