@@ -47,9 +47,9 @@ java17:
 	  echo "Java $$version found ($(JAVA)); PySpark needs Java 17 or newer. Install it or point JAVA_HOME to one." >&2; exit 1; \
 	fi
 
-## lint: ruff on the package, tests, DAGs, scripts and benchmarks; mypy on the package; import-linter's layer contracts (seconds; `make test` runs it first)
+## lint: ruff on the package, the test harness, tests, DAGs, scripts and benchmarks; mypy on the package and the harness; import-linter's layer contracts (seconds; `make test` runs it first)
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check airflow_provider_zeta tests dags scripts benchmarks
+	$(BIN)/ruff check airflow_provider_zeta zeta_harness tests dags scripts benchmarks
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

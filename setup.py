@@ -28,6 +28,8 @@ setup(
     license_files=["LICENSE"],
     # apache-airflow-providers-apache-spark 6.3 requires Python >= 3.11 (Airflow 3.3 itself: >= 3.10, != 3.15).
     python_requires=">=3.11,!=3.15.*",
+    # The provider only: the test and demo harness (zeta_harness/), tests, DAGs, scripts and
+    # benchmarks stay in the repository (tests/unit/test_packaging.py checks the built wheel).
     packages=find_packages(include=["airflow_provider_zeta", "airflow_provider_zeta.*"]),
     # PEP 561: the package ships its type hints.
     package_data={"airflow_provider_zeta": ["py.typed"]},

@@ -43,9 +43,14 @@ from typing import Any
 from pipeline_bench import BASELINE, HOPS, PROVIDER, PROVIDER_STEPS, REGIONS, ROOT, cluster_env, epoch, hops
 
 from airflow_provider_zeta.core.cleanup import RECORD_KEY
-from airflow_provider_zeta.testing import chaos
-from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
-from airflow_provider_zeta.testing.published import read_partition
+
+# The test harness (zeta_harness/) is not installed with the provider: it is imported from the
+# repository root, whatever directory this script is run from (pipeline_bench's ROOT).
+sys.path.insert(0, str(ROOT))
+
+from zeta_harness import chaos  # noqa: E402
+from zeta_harness.cluster import AirflowCluster, ClusterError  # noqa: E402
+from zeta_harness.published import read_partition  # noqa: E402
 
 MAX_ACTIVE_RUNS = 2
 CLEANUP_DELAY_S = 600

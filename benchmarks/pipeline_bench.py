@@ -34,8 +34,12 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from airflow_provider_zeta.testing import chaos
-from airflow_provider_zeta.testing.cluster import AirflowCluster
+# The test harness (zeta_harness/) is not installed with the provider: it is imported from the
+# repository root, whatever directory this script is run from.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from zeta_harness import chaos  # noqa: E402
+from zeta_harness.cluster import AirflowCluster  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PROVIDER, BASELINE = "zeta_regional_sales", "zeta_regional_sales_baseline"

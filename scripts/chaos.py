@@ -1,7 +1,7 @@
 """`make chaos`: the chaos soak — the example pipeline and its stock-operator baseline under kills.
 
 For each database (SQLite, then PostgreSQL when a server answers) it starts one embedded Airflow on
-``dags/``, and runs ``--scenarios`` chaos scenarios (``airflow_provider_zeta.testing.chaos``) of the
+``dags/``, and runs ``--scenarios`` chaos scenarios (``zeta_harness.chaos``) of the
 example pipeline ``zeta_regional_sales`` (real PySpark) — each a run plus a backfill of three
 dates that reprocesses the first, with ``--kills`` random ``kill -9`` — and, on the databases of
 ``--baseline-db``, the same scenarios, same seeds, of ``zeta_regional_sales_baseline`` (the same
@@ -28,8 +28,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from airflow_provider_zeta.testing.chaos import run_scenario
-from airflow_provider_zeta.testing.cluster import AirflowCluster, postgres_available
+# The test harness (zeta_harness/) is not installed with the provider: it is imported from the
+# repository root, whatever directory this script is run from.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from zeta_harness.chaos import run_scenario  # noqa: E402
+from zeta_harness.cluster import AirflowCluster, postgres_available  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REGIONS = ("emea", "amer", "apac")
@@ -151,7 +155,7 @@ def write_doc(path: Path, lines: list[str], args) -> None:
         "or every busy task worker with its task process (nothing restarts those), at seeded random",
         "moments; a reader lists the table every 0.2 s. The same scenario, same seed, then runs the same",
         "PySpark job through the stock `SparkSubmitOperator` (`dags/zeta_regional_sales_baseline.py`).",
-        "How each figure is checked: `airflow_provider_zeta/testing/chaos.py`.",
+        "How each figure is checked: `zeta_harness/chaos.py`.",
         "",
     ]
     notes = [

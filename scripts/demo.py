@@ -18,8 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
+# The test harness (zeta_harness/) is not installed with the provider: it is imported from the
+# repository root, whatever directory this script is run from.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from zeta_harness.cluster import AirflowCluster, ClusterError  # noqa: E402
+from zeta_harness.leftovers import leftovers_past_due, run_directory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DAG_ID = "zeta_regional_sales"

@@ -9,7 +9,7 @@ cleanup still deletes every recorded path at or after its due time, never before
   around its deletion of one run's record (``tests/dags/zeta_cleanup_test.py``, armed by a file).
 
 Oracles are the files on disk (the recorded paths, watched from before the due time; the published
-partition read whole with ``testing.published``; ``testing.leftovers``), the Asset events of the
+partition read whole with ``zeta_harness.published``; ``zeta_harness.leftovers``), the Asset events of the
 REST API and the task tries and logs — not the provider's summaries.
 """
 
@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import safe_segment
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
-from airflow_provider_zeta.testing.published import read_partition
+from zeta_harness.leftovers import leftovers_past_due, run_directory
+from zeta_harness.published import read_partition
 from tests.test_publish_windows import task_logs
 
 pytestmark = pytest.mark.sqlite_only  # provider logic, not the database

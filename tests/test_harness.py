@@ -14,7 +14,7 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from airflow_provider_zeta.testing.cluster import COMPONENTS
+from zeta_harness.cluster import COMPONENTS
 
 DAGS = Path(__file__).parent / "dags"
 DAG_ID = "harness_selftest"

@@ -7,8 +7,8 @@ side, each whole (every source, every row, from the reporting attempts only); th
 is no partition of its own. With the partition fixed at ``ds=`` the second run failed
 (``partition_of_another_owner``).
 
-Oracles: the files on disk (every data file read with ``testing.published``), the launch log the
-jobs write (each driver received the rendered partition), ``testing.leftovers``.
+Oracles: the files on disk (every data file read with ``zeta_harness.published``), the launch log the
+jobs write (each driver received the rendered partition), ``zeta_harness.leftovers``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 
 import pytest
 
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due
-from airflow_provider_zeta.testing.published import read_partition
+from zeta_harness.leftovers import leftovers_past_due
+from zeta_harness.published import read_partition
 
 pytestmark = pytest.mark.sqlite_only  # provider logic, not the database
 

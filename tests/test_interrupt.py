@@ -1,4 +1,4 @@
-"""An interrupted test run leaves no process behind (``airflow_provider_zeta/testing/teardown.py``).
+"""An interrupted test run leaves no process behind (``zeta_harness/teardown.py``).
 
 A pytest session in a subprocess starts a real cluster through the suite's ``airflow_cluster``
 fixture (``tests/subsessions/interrupted_session.py``) and is then sent SIGTERM — what a CI or

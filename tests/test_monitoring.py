@@ -3,7 +3,7 @@
 One SQLite cluster for the module (the DB plays no part in what is tested here) on
 ``tests/dags_monitor``, with the fake spark-submit first on PATH (a real driver process running the
 real bootstrap, no JVM) and an auth manager that is Airflow's SimpleAuthManager plus per-DAG
-allow-lists (``airflow_provider_zeta.testing.auth``): ``alice`` may read ``monitor_other`` only,
+allow-lists (``zeta_harness.auth``): ``alice`` may read ``monitor_other`` only,
 ``carol`` is an unrestricted viewer.
 
 * The pipeline run, seen through the JSON API, the page, the DAG-run view and the "Spark driver"
@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
-from airflow_provider_zeta.testing.cluster import AirflowCluster
+from zeta_harness.cluster import AirflowCluster
 from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
 
 # One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).
@@ -53,7 +53,7 @@ CHROMIUM = os.environ.get("ZETA_CHROMIUM", "/usr/bin/chromium")
 def cluster(request):
     env = {
         **spark_env(fake=True),
-        "AIRFLOW__CORE__AUTH_MANAGER": "airflow_provider_zeta.testing.auth.DagScopedSimpleAuthManager",
+        "AIRFLOW__CORE__AUTH_MANAGER": "zeta_harness.auth.DagScopedSimpleAuthManager",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,alice:viewer,carol:viewer,dave:viewer",
         "ZETA_TEST_DAG_SCOPES": json.dumps({"alice": [OTHER]}),
         # dave may read DAGs and their runs, but no task logs (granted separately, as FAB does).

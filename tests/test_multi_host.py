@@ -1,6 +1,6 @@
 """A real multi-host deployment on one machine: CeleryExecutor across namespace hosts, host kills (G1, G6, G8).
 
-Topology (``testing/hosts.py``, ``AirflowCluster(executor="CeleryExecutor")``): PostgreSQL metadata
+Topology (``zeta_harness/hosts.py``, ``AirflowCluster(executor="CeleryExecutor")``): PostgreSQL metadata
 DB; Redis broker; api-server, scheduler and dag-processor on the main host; two Celery workers and
 the triggerer each on a host of its own (PID + mount + UTS namespace, own hostname, private /tmp);
 a Spark standalone cluster (master + 2 workers) running each job in client mode, so the driver
@@ -42,12 +42,12 @@ from urllib.parse import quote
 import pytest
 
 from airflow_provider_zeta.processes import pids_carrying
-from airflow_provider_zeta.testing.chaos import driver_lives, entries, overlapping_drivers, relaunches
-from airflow_provider_zeta.testing.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
-from airflow_provider_zeta.testing.hosts import unshare_available
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
-from airflow_provider_zeta.testing.published import read_partition
-from airflow_provider_zeta.testing.spark_standalone import SparkStandaloneCluster
+from zeta_harness.chaos import driver_lives, entries, overlapping_drivers, relaunches
+from zeta_harness.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
+from zeta_harness.hosts import unshare_available
+from zeta_harness.leftovers import leftovers_past_due, run_directory
+from zeta_harness.published import read_partition
+from zeta_harness.spark_standalone import SparkStandaloneCluster
 from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require_postgres
 
 # One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_zeta.testing.cluster import AirflowCluster, free_port
+from zeta_harness.cluster import AirflowCluster, free_port
 from tests.conftest import PROJECT_ROOT, _finish, spark_env
 from tests.test_monitoring import task_log_api
 

@@ -1,7 +1,7 @@
 """The completed point on real Airflow components (fake drivers): crash windows, one Asset event
 per new commit, and two DAGs writing one table.
 
-Oracles are the files on disk (``testing.published.read_partition``: every file of every source),
+Oracles are the files on disk (``zeta_harness.published.read_partition``: every file of every source),
 the jobs' own launch log (which tokens ran and reported), the runs of an asset-scheduled consumer
 DAG, and the task logs — not the provider's bookkeeping.
 """
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from airflow_provider_zeta.testing.published import read_partition
+from zeta_harness.published import read_partition
 from tests.test_deploy_windows import launches
 
 SOURCES = ("alpha", "beta", "gamma")

@@ -13,7 +13,7 @@ from typing import Callable
 
 import pytest
 
-from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
+from zeta_harness.cluster import AirflowCluster, ClusterError
 
 LOCKED = {"detail": {"reason": "Unknown error", "orig_error": "database is locked", "message": "..."}}
 OTHER = {"detail": {"reason": "Unknown error", "orig_error": "no such table: dag_run", "message": "..."}}
@@ -83,7 +83,7 @@ def test_a_request_that_waited_out_the_busy_timeout_is_still_sent_again(cluster,
     """CI's make demo: POST /dagRuns waited the whole busy timeout on the API server (whose audit-log
     commit blocks its event loop while SQLite waits) and then answered "database is locked"; the
     retry budget had been spent by that one wait, so the demo failed instead of sending it again."""
-    import airflow_provider_zeta.testing.cluster as cluster_module
+    import zeta_harness.cluster as cluster_module
 
     monkeypatch.setattr(cluster_module, "SQLITE_BUSY_TIMEOUT_S", 1)
     server, received = serve([(500, LOCKED), (200, {"dag_run_id": "r1"})], delay_s=1.3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from airflow_provider_zeta.testing.cluster import AirflowCluster, Component, _start_ticks
+from zeta_harness.cluster import AirflowCluster, Component, _start_ticks
 
 
 def test_a_session_whose_leader_pid_was_reused_is_not_the_clusters(tmp_path):
@@ -27,7 +27,7 @@ def test_a_session_whose_leader_pid_was_reused_is_not_the_clusters(tmp_path):
 def test_each_xdist_test_process_takes_ports_of_its_own_residue_class(monkeypatch):
     """Two test processes start clusters at the same time: a port one of them picked (and binds
     only seconds later) is never picked by the other, and one process never hands out a port twice."""
-    from airflow_provider_zeta.testing import cluster
+    from zeta_harness import cluster
 
     for count in (2, 3):
         monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", str(count))

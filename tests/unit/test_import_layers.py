@@ -11,6 +11,8 @@ under ``TYPE_CHECKING`` count (grimp reads every import statement of a module).
   must not import sensors or operators (a trigger that reached into a sensor's module made an
   import circle).
 * ``runtime-without-airflow``: the driver side runs where ``import airflow`` fails.
+* ``product-without-harness``: the test harness (``zeta_harness/``) is not in the wheel, so the
+  provider must not import it (``crash_points.py`` is the provider's side of the crash points).
 * ``parts-acyclic``: no import cycle between the package's top-level parts.
 """
 
@@ -39,7 +41,7 @@ def _lint(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_package_keeps_every_contract():
     result = _lint(ROOT)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "Contracts: 4 kept, 0 broken." in result.stdout
+    assert "Contracts: 5 kept, 0 broken." in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -51,6 +53,7 @@ def test_the_package_keeps_every_contract():
         ("readers-below-deciders", "triggers/ready_to_close.py", "from airflow_provider_zeta.sensors import ready_to_close"),
         ("readers-below-deciders", "plugins/api.py", "def _lazy():\n    from airflow_provider_zeta.operators import spark_job"),
         ("runtime-without-airflow", "runtime/driver.py", "import airflow"),
+        ("product-without-harness", "crash_points.py", "def _lazy():\n    from zeta_harness import cluster"),
         ("parts-acyclic", "core/paths.py", "from airflow_provider_zeta import settings"),
     ],
 )

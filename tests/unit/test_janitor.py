@@ -111,7 +111,7 @@ def test_driver_stops_without_recreating_its_deleted_attempt(tmp_path):
 
 
 def test_leftovers_past_due_sees_every_dag_unless_limited_to_some(tmp_path):
-    from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+    from zeta_harness.leftovers import leftovers_past_due
 
     make_run(tmp_path)  # no cleanup record: its two attempts and its tombstone are orphans
     other = StateStorage.from_url(str(tmp_path / "state"))

@@ -1,6 +1,6 @@
-"""The multi-host test's oracles over the jobs' own start/end log (testing/chaos.py), on hand-made logs."""
+"""The multi-host test's oracles over the jobs' own start/end log (zeta_harness/chaos.py), on hand-made logs."""
 
-from airflow_provider_zeta.testing.chaos import driver_lives, overlapping_drivers, relaunches
+from zeta_harness.chaos import driver_lives, overlapping_drivers, relaunches
 
 
 def start(token, at, host="h1", ns="pid:[1]", task="p.deploy_a", source="a"):

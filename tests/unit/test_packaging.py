@@ -18,6 +18,8 @@ from airflow_provider_zeta.get_provider_info import get_provider_info
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "airflow_provider_zeta"
+#: The test and demo harness: a top-level package of the repository, never shipped.
+HARNESS = ROOT / "zeta_harness"
 SETUP = (ROOT / "setup.py").read_text()
 
 
@@ -30,7 +32,9 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
     tree = tmp_path_factory.mktemp("tree")
     for name in ("setup.py", "README.md", "LICENSE", "pyproject.toml"):
         shutil.copy(ROOT / name, tree / name)
-    shutil.copytree(PACKAGE, tree / PACKAGE.name, ignore=shutil.ignore_patterns("__pycache__"))
+    # The harness too, as in the repository: a setup.py that picked it up would put it in the wheel.
+    for package in (PACKAGE, HARNESS):
+        shutil.copytree(package, tree / package.name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out), str(tree)],
         check=True, capture_output=True, timeout=300,
@@ -67,6 +71,14 @@ def test_the_wheel_ships_license_type_marker_and_provider_entry_point(wheel):
     # Every module of the source tree is in the wheel (a package without __init__ would be left out).
     sources = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")}
     assert sources <= set(names), sorted(sources - set(names))
+
+
+def test_the_wheel_holds_no_test_harness(wheel):
+    """The test and demo harness (clusters, chaos, namespace hosts) stays in the repository: no module
+    of it in the wheel, under its own name or inside the package (where it lived before)."""
+    assert (HARNESS / "cluster.py").exists(), "the harness moved: update HARNESS"
+    harness = [n for n in wheel.namelist() if n.startswith((f"{HARNESS.name}/", "airflow_provider_zeta/testing/"))]
+    assert harness == [], harness
 
 
 def _imported_providers() -> set[str]:
@@ -108,7 +120,8 @@ def test_every_imported_provider_is_declared():
 
 def test_the_package_works_without_the_optional_providers():
     """With the OpenLineage provider unimportable, every module of the package imports (a fresh
-    interpreter: modules already imported here would not show a module-level import).
+    interpreter: modules already imported here would not show a module-level import). The test
+    harness is made unimportable too: it is not installed with the wheel.
 
     The provider stays registered in this venv (Airflow's config reads its ``get_provider_info``),
     so what is made unimportable is everything else of it and the OpenLineage client library."""
@@ -118,12 +131,11 @@ def test_the_package_works_without_the_optional_providers():
     code = (
         "import sys, pkgutil, importlib\n"
         "for name in ('airflow.providers.openlineage.utils', 'airflow.providers.openlineage.extractors',\n"
-        "             'airflow.providers.openlineage.plugins', 'openlineage'):\n"
+        "             'airflow.providers.openlineage.plugins', 'openlineage', 'zeta_harness'):\n"
         "    sys.modules[name] = None\n"
         "import airflow_provider_zeta\n"
         "for module in pkgutil.walk_packages(airflow_provider_zeta.__path__, 'airflow_provider_zeta.'):\n"
-        "    if '.testing' not in module.name:\n"
-        "        importlib.import_module(module.name)\n"
+        "    importlib.import_module(module.name)\n"
         "from airflow_provider_zeta import ZetaSparkJobOperator, CompletedPointOperator, zeta_pipeline\n"
         "print('ok')\n"
     )

@@ -1,5 +1,5 @@
 """The readiness probe of the test harness's Spark standalone cluster
-(``testing/spark_standalone.py``): a master whose web UI is up but not yet answering ``/json/``
+(``zeta_harness/spark_standalone.py``): a master whose web UI is up but not yet answering ``/json/``
 with JSON counts as not ready, not as a failed start (seen in CI: the UI served its HTML page to
 ``/json/`` a second before the master was elected leader, and the real-Spark test failed with a
 JSONDecodeError)."""
@@ -10,7 +10,7 @@ import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from airflow_provider_zeta.testing.spark_standalone import SparkStandaloneCluster
+from zeta_harness.spark_standalone import SparkStandaloneCluster
 
 
 def _serving(bodies: list[bytes]):

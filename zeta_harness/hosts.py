@@ -16,7 +16,7 @@ PostgreSQL, Redis, the API server and the Spark master) and every directory outs
 state root and the output directories a test gives all hosts stand in for NFS/HDFS. A harness that
 wants a host-private directory (the misconfigured deployment) points a setting into ``/tmp``.
 
-The init (``python -m airflow_provider_zeta.testing.hosts --hostname NAME -- COMMAND...``) is PID 1 of
+The init (``python -m zeta_harness.hosts --hostname NAME -- COMMAND...``) is PID 1 of
 the namespace: it forwards SIGTERM/SIGINT to the command, reaps every orphan re-parented to it (the
 detached Spark drivers of a worker host) so that none lingers as a zombie that looks alive, and
 exits with the command's status. When PID 1 of a PID namespace dies the kernel SIGKILLs every
@@ -36,6 +36,9 @@ import sys
 import time
 from pathlib import Path
 from typing import Sequence
+
+#: The repository root, which holds this harness (a top-level package, not installed with the provider).
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 
 
 class HostError(RuntimeError):
@@ -90,14 +93,15 @@ class NamespaceHost:
 
     def start(self, timeout: float = 20) -> NamespaceHost:
         env = dict(self.env)
-        # The init imports this module by name: the package must be importable from the command's cwd.
-        package_root = str(Path(__file__).resolve().parents[2])
+        # The init imports this module by name: the harness (at the repository root, not installed)
+        # must be importable from the command's cwd.
+        package_root = str(REPOSITORY_ROOT)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [
                     "unshare", "--pid", "--fork", "--mount-proc", "--uts", "--mount", "--propagation", "private",
-                    sys.executable, "-m", "airflow_provider_zeta.testing.hosts", "--hostname", self.hostname,
+                    sys.executable, "-m", "zeta_harness.hosts", "--hostname", self.hostname,
                     "--", *self.command,
                 ],
                 env=env,
@@ -191,7 +195,7 @@ def _zombie(pid: int) -> bool:
 
 def _paths_under_tmp_to_keep() -> list[Path]:
     """The project root, the Python environment and sys.path entries that lie under /tmp, outermost only."""
-    candidates = {Path(__file__).resolve().parents[2], Path(sys.prefix).resolve()}
+    candidates = {REPOSITORY_ROOT, Path(sys.prefix).resolve()}
     candidates.update(Path(entry).resolve() for entry in sys.path if entry and Path(entry).is_dir())
     under_tmp = sorted(p for p in candidates if p != Path("/tmp") and Path("/tmp") in p.parents)
     outermost: list[Path] = []

@@ -13,7 +13,7 @@ Airflow's own endpoints do. This subclass implements that interface with per-DAG
 test can check that a user who may read only some DAGs sees nothing of the others, against the real
 API server, login and JWT handling of ``SimpleAuthManager``.
 
-Configure with ``[core] auth_manager = airflow_provider_zeta.testing.auth.DagScopedSimpleAuthManager``
+Configure with ``[core] auth_manager = zeta_harness.auth.DagScopedSimpleAuthManager``
 and ``ZETA_TEST_DAG_SCOPES='{"alice": ["dag_a"]}'``; users not named there keep their role's access.
 
 Access kinds are granted separately too, as FAB's per-resource permissions do ("DAG Runs" and "Task

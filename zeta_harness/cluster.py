@@ -10,7 +10,7 @@ output in ``<home>/component-logs/<name>.<n>.log``. By default the scheduler use
 LocalExecutor, so task workers are children of the scheduler process.
 
 With ``executor="CeleryExecutor"`` (PostgreSQL) the cluster spans several simulated hosts
-(``testing/hosts.py``): the api-server, scheduler and dag-processor run here, the triggerer and
+(``zeta_harness/hosts.py``): the api-server, scheduler and dag-processor run here, the triggerer and
 each Celery worker (``worker-1``, ``worker-2``, …) in a PID + mount + UTS namespace of its own with
 its own hostname and a private ``/tmp``. Tasks reach the workers through Redis on a queue and key
 prefix of this cluster only. ``kill_host(name)`` kills every process of a host (the worker and the
@@ -67,12 +67,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from airflow_provider_zeta.testing import teardown
-from airflow_provider_zeta.testing.hosts import NamespaceHost
+from zeta_harness import teardown
+from zeta_harness.hosts import REPOSITORY_ROOT, NamespaceHost
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 #: CeleryExecutor mode: what runs on the main host; the triggerer and each ``worker-N`` (a Celery
-#: worker) run on hosts of their own (``testing/hosts.py``).
+#: worker) run on hosts of their own (``zeta_harness/hosts.py``).
 MAIN_HOST_COMPONENTS = ("api-server", "scheduler", "dag-processor")
 CELERY_WORKER_PREFIX = "worker-"
 REDIS_BROKER_URL = os.environ.get("ZETA_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -363,6 +363,9 @@ class AirflowCluster:
                 HARNESS_ENV_MARKER: self.cluster_id,
                 "AIRFLOW_HOME": str(self.home),
                 "PYTHONUNBUFFERED": "1",
+                # The harness is not installed with the provider: a component that loads one of its
+                # classes (the tests' auth manager, zeta_harness.auth) finds it at the repository root.
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPOSITORY_ROOT), os.environ.get("PYTHONPATH", "")) if p),
                 # A test arms a crash point by creating a file of its name here (crash_points.py).
                 "ZETA_CRASH_POINTS": str(self.crash_points),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
@@ -498,7 +501,7 @@ class AirflowCluster:
                 self._drop_broker_keys()
         if not self.keep_home:
             shutil.rmtree(self.home, ignore_errors=True)
-        teardown.unregister(self)  # testing/teardown.py: SIGTERM/SIGINT/atexit teardown
+        teardown.unregister(self)  # zeta_harness/teardown.py: SIGTERM/SIGINT/atexit teardown
 
     def stop_processes(self) -> None:
         """SIGTERM the components, then SIGKILL whatever of the cluster is still alive."""
@@ -561,7 +564,7 @@ class AirflowCluster:
             raise ClusterError(f"{name} is already running as pid {current.pid}")
         self._starts[name] = self._starts.get(name, 0) + 1
         log_path = self.home / "component-logs" / f"{name}.{self._starts[name]}.log"
-        teardown.register(self)  # testing/teardown.py: torn down on SIGTERM/SIGINT/exit too
+        teardown.register(self)  # zeta_harness/teardown.py: torn down on SIGTERM/SIGINT/exit too
         if self._hosted(name):
             return self._start_on_host(name, log_path, host_env or {})
         log_file = open(log_path, "ab")

@@ -9,6 +9,9 @@ One scenario, on a running ``AirflowCluster``:
 3. meanwhile, at seeded random moments, ``kill -9`` of one component, the kinds taking turns in a
    seeded order — the scheduler or the triggerer (restarted after a few seconds, like a supervisor would) or every LocalExecutor worker
    with its task processes (nothing restarts those; the scheduler's heartbeat timeout notices);
+   a component that dies of a kill of another part (a LocalExecutor scheduler whose worker was
+   killed while writing a result to their shared queue exits with 1) is restarted as a supervisor
+   would, and reported in ``collateral_deaths`` with the tail of its log;
 4. a reader thread lists the output table every 0.2 s the whole time.
 
 It then checks, and reports as ``violations``:
@@ -43,8 +46,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from airflow_provider_zeta.processes import pids_carrying
-from airflow_provider_zeta.testing.cluster import AirflowCluster, ClusterError
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+from zeta_harness.cluster import AirflowCluster, ClusterError
+from zeta_harness.leftovers import leftovers_past_due
 
 COMPONENTS = ("scheduler", "triggerer", "worker")
 
@@ -129,6 +132,7 @@ class ScenarioReport:
     half_visible: int
     leftovers: list[str]
     drivers_alive: int
+    collateral_deaths: list[str]
     run_seconds: dict[str, float]
     bound_s: float
     violations: list[str]
@@ -270,7 +274,22 @@ def run_scenario(
         runs = cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]
         return [r for r in runs if (r.get("logical_date") or "")[:10] in dates]
 
+    collateral_deaths: list[str] = []
+
+    def restart_the_dead() -> None:
+        # Restarted like a supervisor would (systemd, Kubernetes): a component dead of a kill of
+        # another part is one more crash the guarantees must survive, not the end of the scenario.
+        for name in ("scheduler", "triggerer", "dag-processor", "api-server"):
+            component = cluster.components.get(name)
+            if component is not None and not component.alive():
+                at = time.monotonic() - started
+                tail = _tail_of(component.log_path, 30)
+                log(f"  {at:6.1f}s {name} (pid {component.pid}) died by itself (exit {component.process.returncode}); restarting it")
+                collateral_deaths.append(f"{at:.1f}s {name} exit {component.process.returncode}: {tail}")
+                cluster.start_component(name)
+
     def run_states() -> dict[str, str]:
+        restart_the_dead()
         return {r["dag_run_id"]: r["state"] for r in scenario_runs()}
 
     def task_states() -> dict:
@@ -332,6 +351,7 @@ def run_scenario(
     for moment in first_half:
         time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
         kill_one(kinds.pop())
+    restart_the_dead()
     cluster.wait_healthy()
     early_violations: list[str] = []
     try:
@@ -358,6 +378,7 @@ def run_scenario(
     for moment in second_half:
         time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
         kill_one(kinds.pop())
+    restart_the_dead()
     cluster.wait_healthy()
 
     run_seconds: dict[str, float] = {}
@@ -430,6 +451,7 @@ def run_scenario(
         half_visible=len(set(watcher.half)),
         leftovers=leftovers,
         drivers_alive=alive,
+        collateral_deaths=collateral_deaths,
         run_seconds=run_seconds,
         bound_s=bound_s,
         violations=violations,
@@ -472,6 +494,13 @@ def create_backfill(
             gone = sorted(before - after) if before is not None and after is not None else "(could not list the runs)"
             log(f"  POST /backfills answered 503 (database locked); runs gone meanwhile: {gone}")
         time.sleep(2)
+
+
+def _tail_of(path: Path, lines: int) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as error:
+        return f"(log unreadable: {error})"
 
 
 def _seconds_between(start: str, end: str) -> float:

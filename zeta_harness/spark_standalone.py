@@ -19,7 +19,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from airflow_provider_zeta.testing.cluster import free_port
+from zeta_harness.cluster import free_port
 
 
 def spark_home() -> Path:

@@ -1,1 +1,0 @@
-"""Test support shipped with the provider: a real Airflow cluster on this machine (``cluster``)."""
