@@ -429,6 +429,28 @@ def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(f
     ds = "2026-04-16"  # a date of its own on the shared cluster
     deleted = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log)})
     cluster.wait_for_run(DAG_ID, deleted, timeout=300)
+
+    def xcom_errors(run_id: str) -> list[str]:
+        """Error-level lines naming an XCom, of this run, in any component's log or task log: a
+        healthy run has none (a read of a report not stored yet must not log one)."""
+        found = []
+        for path in (cluster.home / "component-logs").glob("*.log"):
+            found += [
+                f"{path.name}: {line}"
+                for line in path.read_text(errors="replace").splitlines()
+                if "[error" in line and "xcom" in line.lower() and run_id in line
+            ]
+        for path in (cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}").rglob("*.log"):
+            found += [
+                f"{path.parent.name}: {line}"
+                for line in path.read_text(errors="replace").splitlines()
+                if ('"level":"error"' in line.replace(" ", "") or "[error" in line) and "xcom" in line.lower()
+            ]
+        return found
+
+    # The healthy run logged no error about an XCom (the ready-to-close trigger asks for reports
+    # before they are stored, at every poll while a driver has ended and its task has not).
+    assert xcom_errors(deleted) == []
     old_tokens = {entry["token"] for entry in launches(log)}
     assert len(old_tokens) == 3 and marker(cluster, ds)["run_id"] == deleted
     cluster.delete_run(DAG_ID, deleted)
@@ -437,6 +459,7 @@ def test_a_date_whose_run_was_deleted_is_published_by_the_next_run_of_the_date(f
     again = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "cleanup_delay": 20})
     assert again != deleted
     cluster.wait_for_run(DAG_ID, again, timeout=300)
+    assert xcom_errors(again) == []
     new_launches = [e for e in launches(log) if e["token"] not in old_tokens]
     reporting = {e["task"].removeprefix("counting.deploy_"): e["token"] for e in new_launches}
     assert len(new_launches) == 3 and sorted(reporting) == sorted(SOURCES), launches(log)  # one new job per source

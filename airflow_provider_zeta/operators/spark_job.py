@@ -884,6 +884,12 @@ class ZetaSparkJobOperator(BaseOperator):
         )
         mark = None
         if self.deferrable:
+            # An empty return value (None: "not reported", as its absence) stored before the
+            # mark: the ready-to-close trigger reads this task's return value while it is deferred
+            # and its driver has ended (observers.RunObserver), and in the triggerer a read of an
+            # XCom that does not exist is logged by Airflow at error level, on every healthy run.
+            # It also wipes a report an earlier deferral's trigger may have stored.
+            context["ti"].xcom_push(key="return_value", value=None)
             mark = uuid.uuid4().hex
             context["ti"].xcom_push(key=DEPLOY_DEFERRAL_XCOM, value=mark)
         seen = getattr(self, "_seen", None)
