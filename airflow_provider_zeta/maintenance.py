@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow.sdk import DAG
 
+from airflow_provider_zeta.core.cleanup import DEFAULT_RESCAN_INTERVAL
 from airflow_provider_zeta.operators.cleanup import CLEANUP_ASSET, DEFAULT_CLEANUP_DAG_ID, CarryOutCleanupsOperator
 from airflow_provider_zeta.operators.sweep import ZetaSweepOperator
 
@@ -37,6 +38,7 @@ def zeta_cleanup_dag(
     dag_id: str = DEFAULT_CLEANUP_DAG_ID,
     max_active_runs: int = 64,
     recheck_interval: float = 15.0,
+    rescan_interval: float = DEFAULT_RESCAN_INTERVAL,
     operator_class: type[CarryOutCleanupsOperator] = CarryOutCleanupsOperator,
     **dag_kwargs: Any,
 ) -> DAG:
@@ -46,11 +48,14 @@ def zeta_cleanup_dag(
     record pending when it starts, and carries them out at their due times. Events that arrive while ``max_active_runs`` runs wait
     collapse into the next run, which takes them all, soonest first; keep ``max_active_runs`` above
     the number of cleanups you expect to wait at once (runs of a backfill within one window), or a
-    record due sooner than every waiting run's can start late. ``operator_class`` is the task's
+    record due sooner than every waiting run's is carried out late: by the first waiting run to list
+    the records again, within ``rescan_interval``. ``operator_class`` is the task's
     class, a subclass of ``CarryOutCleanupsOperator`` (the tests' arms crash windows).
+    ``rescan_interval``: the longest a waiting run goes without listing the pending records again
+    (``CarryOutCleanupsOperator``).
     """
     dag_kwargs.setdefault("start_date", _START)
     dag_kwargs.setdefault("tags", ["zeta", "maintenance"])
     with DAG(dag_id, schedule=[CLEANUP_ASSET], catchup=False, max_active_runs=max_active_runs, **dag_kwargs) as dag:
-        operator_class(task_id="carry_out", recheck_interval=recheck_interval)
+        operator_class(task_id="carry_out", recheck_interval=recheck_interval, rescan_interval=rescan_interval)
     return dag

@@ -63,7 +63,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import Any, Mapping, Sequence
+from typing import AbstractSet, Any, Mapping, Sequence
 
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import ATTEMPTS_DIR, run_dir, run_pending_dir, run_tombstones_dir
@@ -616,6 +616,75 @@ def decide_due(
         until=renewed.due_at,
         record=renewed,
     )
+
+
+#: A pending cleanup-task record as the cleanup DAG names it: (dag_id, run_id, owner, incarnation).
+#: One file per key (``cleanup/<owner>-<incarnation>.json`` in the run's directory).
+RecordKey = tuple[str, str, str, int]
+
+#: The longest a waiting run of the cleanup DAG goes without listing the pending records again,
+#: seconds: a record past its due time that no run is waiting for (its event was folded into a run
+#: that could not start, ``max_active_runs`` waiting) is taken at most this late.
+DEFAULT_RESCAN_INTERVAL = 600.0
+
+
+@dataclass(frozen=True)
+class CarryOutSchedule:
+    """What a run of the cleanup DAG does after one listing of the pending records.
+
+    ``due``: the records to look at now (``decide_due``), soonest due first. ``wanted``: the records
+    the run still waits for. ``look_again_at``: when to look again (absolute), never later than
+    ``rescan_interval`` from now; ``None`` when the run has nothing left to wait for.
+    """
+
+    due: tuple[RecordKey, ...]
+    wanted: frozenset[RecordKey]
+    look_again_at: float | None
+
+
+def schedule_carry_out(
+    pending: Mapping[RecordKey, float],
+    wanted: AbstractSet[RecordKey],
+    now: float,
+    rescan_interval: float,
+    not_before: Mapping[RecordKey, float] | None = None,
+    first_look: bool = False,
+) -> CarryOutSchedule:
+    """Which pending records a run of the cleanup DAG looks at now, and when it looks again.
+
+    ``pending`` maps every pending cleanup-task record in the state root to its due time (one
+    listing). ``wanted`` are the records the run carries out: those its events name and those it
+    renewed; at its ``first_look`` every pending record (an event Airflow folded into another run's
+    is named by none). ``not_before`` holds the records looked at and left for later
+    (``decide_due``'s ``until``: a run still active).
+
+    * a wanted record no longer pending is done (this run or another carried it out);
+    * a pending record past its due time is taken whether wanted or not: nobody else may be
+      waiting for it;
+    * a record is due at its due time, or at its ``not_before`` if later;
+    * the next look is the soonest moment among the wanted records, bounded by
+      ``now + rescan_interval`` so that a record past due that no run waits for is seen that late
+      at most; ``None`` when nothing is wanted (the run ends).
+
+    The cost this buys: a run looks at storage once per look (one listing), and beyond that only at
+    the runs of the records that are due; a record that is not due costs nothing until it is.
+    """
+    later = not_before or {}
+
+    def moment(key: RecordKey) -> float:
+        return max(pending[key], later.get(key, pending[key]))
+
+    taken = set(pending) if first_look else {k for k in wanted if k in pending}
+    taken |= {k for k in pending if pending[k] <= now}
+    due = tuple(sorted((k for k in taken if moment(k) <= now), key=lambda k: (pending[k], k)))
+    waiting = [moment(k) for k in taken if moment(k) > now]
+    if due:
+        look_again_at: float | None = now
+    elif waiting:
+        look_again_at = min(min(waiting), now + max(rescan_interval, 0.0))
+    else:
+        look_again_at = None
+    return CarryOutSchedule(due, frozenset(taken), look_again_at)
 
 
 # -- the sweep ----------------------------------------------------------------------------------

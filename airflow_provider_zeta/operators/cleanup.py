@@ -36,8 +36,13 @@ How it works
     the cleanup DAG starts, so that run's scan takes it. Several runs may wait for one record;
     the first to look at the due time carries it out and the others find it gone.
 
+    Each look costs one listing of the pending records and, beyond it, only the runs of the records
+    that are due (``core.cleanup.schedule_carry_out``): a record that is not due is read once per
+    look, its run's attempts never. A look that finds nothing due waits for the soonest due time
+    of the records it waits for, but at most ``rescan_interval`` (600 s): a record past due that no
+    run waits for (its event folded into a run that could not start) is taken that late at most.
 
-    * defers on Airflow's ``DateTimeTrigger`` until the next due time (absolute: a triggerer restart
+    * defers on Airflow's ``DateTimeTrigger`` until the next look (absolute: a triggerer restart
       re-creates the same wait; within 12 s it waits in the task instead);
     * at the due time asks Airflow for the run's state and incarnation and follows
       ``core.cleanup.decide_due``: ``due`` / ``run_gone`` (delete exactly the recorded paths,
@@ -76,10 +81,12 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.cleanup import (
+    DEFAULT_RESCAN_INTERVAL,
     RECORD_KEY,
     RUN_NONCE_KEY,
     CleanupRecord,
     DueAction,
+    RecordKey,
     RecordStatus,
     StartAction,
     cleanup_dag_problem,
@@ -89,6 +96,7 @@ from airflow_provider_zeta.core.cleanup import (
     parse_cleanup_record,
     record_from_store,
     record_store_values,
+    schedule_carry_out,
 )
 from airflow_provider_zeta.core.durations import (
     Duration,
@@ -358,21 +366,26 @@ class CarryOutCleanupsOperator(BaseOperator):
 
     :param recheck_interval: time between looks at a run whose newer incarnation is still active, a
         ``timedelta`` or seconds.
+    :param rescan_interval: the longest the task waits between two listings of the pending records,
+        a ``timedelta`` or seconds (default ``core.cleanup.DEFAULT_RESCAN_INTERVAL``, 600 s): a record
+        past its due time that no run waits for is taken at most this late.
     """
 
     ui_color = "#d3d3d3"
 
-    def __init__(self, *, recheck_interval: Duration = 15.0, **kwargs: Any) -> None:
+    def __init__(
+        self, *, recheck_interval: Duration = 15.0, rescan_interval: Duration = DEFAULT_RESCAN_INTERVAL, **kwargs: Any
+    ) -> None:
         kwargs.setdefault("retries", 3)
         kwargs.setdefault("retry_delay", dt.timedelta(seconds=5))
         super().__init__(**kwargs)
         self.recheck_interval = duration_seconds(recheck_interval, f"{self.task_id}: 'recheck_interval'")
+        self.rescan_interval = duration_seconds(rescan_interval, f"{self.task_id}: 'rescan_interval'")
 
     def execute(self, context: Context) -> dict[str, Any]:
         # First look (a retry too): every pending record, not only the ones the events name; see
         # the module docstring for the events Airflow folds away.
-        state = open_state_storage(ZetaSettings.load().state_root)
-        return self._work(context, renewed=sorted(self._pending(state)))
+        return self._work(context, renewed=(), first_look=True)
 
     def resume(self, context: Context, event: Any = None, renewed: Sequence[Sequence[Any]] = ()) -> dict[str, Any]:
         return self._work(context, renewed)
@@ -381,94 +394,47 @@ class CarryOutCleanupsOperator(BaseOperator):
         """Hook for tests: called at ``before_delete`` and ``after_delete`` with the record being
         carried out (the run's cleanup DAG task handles every pending record, a test arms one)."""
 
-    def _work(self, context: Context, renewed: Iterable[Sequence[Any]]) -> dict[str, Any]:
-        from airflow_provider_zeta.operators.sweep import run_status
+    def _work(self, context: Context, renewed: Iterable[Sequence[Any]], first_look: bool = False) -> dict[str, Any]:
+        """One look: list the pending records once (``core.cleanup.schedule_carry_out`` decides
+        what is due and when to look again), carry out what is due, then wait: in the task for a
+        moment under ``MIN_DEFERRAL_SECONDS`` (and list again), deferred otherwise."""
         from airflow_provider_zeta.triggers import MIN_DEFERRAL_SECONDS
 
         state = open_state_storage(ZetaSettings.load().state_root)
-        ti = context["ti"]
+        named = _named_records_of(context)
         # (dag_id, run_id, owner, incarnation) of each record this run carries out: the ones its
         # events name, and the renewals it wrote itself (kept across deferrals in the resume kwargs).
-        wanted = _named_records_of(context) | {(str(d), str(r), str(o), int(i)) for d, r, o, i in renewed}
+        wanted: set[RecordKey] = named | {(str(d), str(r), str(o), int(i)) for d, r, o, i in renewed}
         handled: set[tuple[Any, ...]] = set()
         summary: dict[str, Any] = {"records": len(wanted), "carried_out": [], "renewed": [], "dropped": [], "deleted": 0}
         while True:
-            waits: list[float] = []
-            now = time.time()
-            # A record past its due time that no run carried out (its run failed for good, say) is
-            # taken by whichever run looks next (deleting twice is a no-op).
-            wanted |= self._pending(state, due_by=now)
-            for dag_id, run_id, owner, incarnation in sorted(wanted):
-                records = read_records(state, dag_id, run_id)
-                valid = [r for r in records if isinstance(r, CleanupRecord)]
-                mine = [
-                    r for r in valid if r.owner == owner and r.incarnation == incarnation and r.status is RecordStatus.PENDING
-                ]
-                for record in mine:
-                    if record.due_at > now:
-                        waits.append(record.due_at)
-                        continue
-                    record_key = (dag_id, run_id, owner, record.incarnation, record.created_at)
-                    if record_key in handled:
-                        # Carried out by this task already, yet its file is back or never went:
-                        # leave it to the sweep rather than loop.
-                        self.log.warning("zeta.cleanup: record %s is still pending after it was carried out", record_key)
-                        continue
-                    status = run_status(ti, dag_id, run_id)
-                    uncovered, _ = find_leftovers(
-                        state,
-                        dag_id,
-                        run_id,
-                        open_state_storage,
-                        task_ids=record.tasks or None,
-                        pipeline_id=record.pipeline_id,
-                    )
-                    uncovered = uncovered.minus([r for r in valid if r.status is RecordStatus.PENDING])
-                    decision = decide_due(record, status, valid, uncovered, now, self.recheck_interval)
-                    label = f"{dag_id} {run_id} {owner} incarnation {record.incarnation}"
-                    self.log.info("zeta.cleanup.%s: %s: %s", decision.rule, label, decision.reason)
-                    if decision.action is DueAction.CARRY_OUT:
-                        # Asked again just before deleting: a run cleared a moment ago is left to its
-                        # new incarnation (this record is then renewed or adopted at the next look).
-                        again = run_status(ti, dag_id, run_id)
-                        if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
-                            self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
-                            waits.append(time.time())
-                            continue
-                        self.failure_window("before_delete", context, record)
-                        summary["deleted"] += carry_out(state, record, open_state_storage)
-                        self.failure_window("after_delete", context, record)
-                        finish_record(state, record)
-                        handled.add(record_key)
-                        summary["carried_out"].append(label)
-                        self.log.info("zeta.cleanup.cleaned: %s, %s late", label, f"{time.time() - record.due_at:.1f}s")
-                        waits.append(time.time())  # look again: another record of the owner may be due
-                    elif decision.action is DueAction.DROP:
-                        delete_record_files(state, [record])
-                        summary["dropped"].append(label)
-                        waits.append(time.time())
-                    elif decision.action is DueAction.RENEW:
-                        assert decision.record is not None
-                        renewal = decision.record
-                        write_record_file(state, renewal)  # the new record first, then the files it replaces
-                        delete_record_files(
-                            state, [r for r in valid if r.owner == owner and r.incarnation in renewal.adopted]
-                        )
-                        summary["renewed"].append(label)
-                        wanted.add((dag_id, run_id, owner, int(renewal.incarnation or 0)))
-                        waits.append(time.time())
-                    elif decision.until is not None:
-                        waits.append(decision.until)
-                    break  # look at this owner's records again: the step changed them
-            if not waits:
+            pending = self._pending(state)  # the one listing of this look
+            not_before: dict[RecordKey, float] = {}
+            while True:
+                plan = schedule_carry_out(
+                    pending, wanted, time.time(), self.rescan_interval, not_before, first_look=first_look
+                )
+                if first_look:
+                    summary["records"] = len(plan.wanted)
+                    first_look = False
+                wanted = set(plan.wanted)
+                if not plan.due:
+                    break
+                for key in plan.due:
+                    self._look_at(context, state, key, pending, wanted, not_before, handled, summary)
+            if plan.look_again_at is None:
                 self.log.info("zeta.cleanup: nothing left to wait for: %s", summary)
                 return summary
-            moment = min(waits)
+            moment = plan.look_again_at
             if moment - time.time() >= MIN_DEFERRAL_SECONDS:
                 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 
-                self.log.info("zeta.cleanup.waiting: until %s", dt.datetime.fromtimestamp(moment, dt.timezone.utc).isoformat())
-                own = [list(item) for item in sorted(wanted - _named_records_of(context))]
+                self.log.info(
+                    "zeta.cleanup.waiting: until %s (%d records waited for)",
+                    dt.datetime.fromtimestamp(moment, dt.timezone.utc).isoformat(),
+                    len(wanted),
+                )
+                own = [list(item) for item in sorted(wanted - named)]
                 self.defer(
                     trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.timezone.utc)),
                     method_name="resume",
@@ -476,20 +442,108 @@ class CarryOutCleanupsOperator(BaseOperator):
                 )
             time.sleep(max(0.0, moment - time.time()))
 
+    def _look_at(
+        self,
+        context: Context,
+        state: Any,
+        key: RecordKey,
+        pending: dict[RecordKey, float],
+        wanted: set[RecordKey],
+        not_before: dict[RecordKey, float],
+        handled: set[tuple[Any, ...]],
+        summary: dict[str, Any],
+    ) -> None:
+        """Decide one due record by ``decide_due`` and do it; only its run's records are read.
+        ``pending``, ``wanted`` and ``not_before`` (the in-memory schedule) follow what was done."""
+        from airflow_provider_zeta.operators.sweep import run_status
+
+        dag_id, run_id, owner, incarnation = key
+        ti = context["ti"]
+        valid = [r for r in read_records(state, dag_id, run_id) if isinstance(r, CleanupRecord)]
+        record = next(
+            (r for r in valid if r.owner == owner and r.incarnation == incarnation and r.status is RecordStatus.PENDING),
+            None,
+        )
+
+        def settled(*keys: RecordKey) -> None:
+            for done in keys:
+                pending.pop(done, None)
+                wanted.discard(done)
+                not_before.pop(done, None)
+
+        if record is None:
+            settled(key)  # carried out by another run meanwhile
+            return
+        now = time.time()
+        if record.due_at > now:
+            pending[key] = record.due_at  # rewritten since the listing: its own due time stands
+            return
+        record_key = (dag_id, run_id, owner, record.incarnation, record.created_at)
+        if record_key in handled:
+            # Carried out by this task already, yet its file is back or never went:
+            # leave it to the sweep rather than loop.
+            self.log.warning("zeta.cleanup: record %s is still pending after it was carried out", record_key)
+            settled(key)
+            return
+        status = run_status(ti, dag_id, run_id)
+        uncovered, _ = find_leftovers(
+            state,
+            dag_id,
+            run_id,
+            open_state_storage,
+            task_ids=record.tasks or None,
+            pipeline_id=record.pipeline_id,
+        )
+        uncovered = uncovered.minus([r for r in valid if r.status is RecordStatus.PENDING])
+        decision = decide_due(record, status, valid, uncovered, now, self.recheck_interval)
+        label = f"{dag_id} {run_id} {owner} incarnation {record.incarnation}"
+        self.log.info("zeta.cleanup.%s: %s: %s", decision.rule, label, decision.reason)
+        adopted_keys = [(dag_id, run_id, owner, i) for i in record.adopted]
+        if decision.action is DueAction.CARRY_OUT:
+            # Asked again just before deleting: a run cleared a moment ago is left to its new
+            # incarnation (this record is then renewed or adopted at the next look at it).
+            again = run_status(ti, dag_id, run_id)
+            if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
+                self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
+                return  # still pending and due: looked at again at once
+            self.failure_window("before_delete", context, record)
+            summary["deleted"] += carry_out(state, record, open_state_storage)
+            self.failure_window("after_delete", context, record)
+            finish_record(state, record)  # its file and the files of the records it adopted
+            handled.add(record_key)
+            settled(key, *adopted_keys)
+            summary["carried_out"].append(label)
+            self.log.info("zeta.cleanup.cleaned: %s, %s late", label, f"{time.time() - record.due_at:.1f}s")
+        elif decision.action is DueAction.DROP:
+            delete_record_files(state, [record])
+            settled(key)
+            summary["dropped"].append(label)
+        elif decision.action is DueAction.RENEW:
+            assert decision.record is not None
+            renewal = decision.record
+            write_record_file(state, renewal)  # the new record first, then the files it replaces
+            replaced = [r for r in valid if r.owner == owner and r.incarnation in renewal.adopted]
+            delete_record_files(state, replaced)
+            settled(key, *[(dag_id, run_id, owner, int(r.incarnation)) for r in replaced if r.incarnation is not None])
+            renewed_key = (dag_id, run_id, owner, int(renewal.incarnation or 0))
+            pending[renewed_key] = renewal.due_at
+            wanted.add(renewed_key)
+            summary["renewed"].append(label)
+        elif decision.until is not None:
+            not_before[key] = decision.until
+
     @staticmethod
-    def _pending(state, due_by: float | None = None) -> set[tuple[str, str, str, int]]:
-        """(dag_id, run_id, owner, incarnation) of every pending cleanup-task record (due by
-        ``due_by`` when given)."""
-        found = set()
+    def _pending(state: Any) -> dict[RecordKey, float]:
+        """The due time of every pending cleanup-task record in the state root: one listing."""
+        found: dict[RecordKey, float] = {}
         for dag_id, run_id in list_runs(state):
             for record in read_records(state, dag_id, run_id):
                 if (
                     isinstance(record, CleanupRecord)
                     and record.incarnation is not None
                     and record.status is RecordStatus.PENDING
-                    and (due_by is None or record.due_at <= due_by)
                 ):
-                    found.add((dag_id, run_id, record.owner, record.incarnation))
+                    found[(dag_id, run_id, record.owner, record.incarnation)] = record.due_at
         return found
 
 
