@@ -82,7 +82,7 @@ from airflow_provider_zeta.core.deploy import (
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
-from airflow_provider_zeta.core.incarnation import cleared_without_downstream
+from airflow_provider_zeta.core.incarnation import SENSOR_DECIDING_STATES, SENSOR_DECISION_XCOM, cleared_without_downstream
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -700,8 +700,11 @@ class ZetaSparkJobOperator(BaseOperator):
         if not sensors:
             return
         states = _run_task_states(context, sensors + points)
+        # A sensor not success yet may be ending with this task's earlier attempt: its decision record.
+        decisions = {s: _sensor_decision(context, s) for s in sensors if states.get(s) in SENSOR_DECIDING_STATES}
+        token = observation.record.token if isinstance(observation.record, AttemptRecord) else None
         reason = cleared_without_downstream(
-            context["ti"].task_id, {s: states.get(s) for s in sensors}, any(states.get(p) == "success" for p in points)
+            context["ti"].task_id, {s: states.get(s) for s in sensors}, any(states.get(p) == "success" for p in points), decisions, token
         )
         if reason:
             self.log.info("zeta.incarnation.cleared_without_downstream: %s", reason)
@@ -1049,6 +1052,18 @@ def _run_task_states(context: Context, task_ids: list[str]) -> dict[str, str | N
     ti = context["ti"]
     states = RuntimeTaskInstance.get_task_states(dag_id=ti.dag_id, task_ids=task_ids, run_ids=[ti.run_id]).get(ti.run_id, {})
     return {task_id: states.get(task_id) for task_id in task_ids}
+
+
+def _sensor_decision(context: Context, sensor: str) -> Any:
+    """The ready-to-close sensor's decision record in this task's run (``SENSOR_DECISION_XCOM``).
+    Unreadable: the try fails and is retried, launching nothing (no proof it may)."""
+    from airflow.sdk.execution_time.xcom import XCom
+
+    ti = context["ti"]
+    try:
+        return XCom.get_one(key=SENSOR_DECISION_XCOM, dag_id=ti.dag_id, task_id=sensor, run_id=ti.run_id, map_index=-1)
+    except Exception as error:
+        raise AirflowException(f"zeta.deploy: could not read the decision record of {sensor}: {error}") from error
 
 
 def _max_tries(context: Context) -> int | None:

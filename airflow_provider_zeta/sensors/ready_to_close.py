@@ -31,6 +31,16 @@ How it works
     judges afresh: only its own context knows the current incarnation). The sources ready at the
     sensor's own evaluation are recorded in its task state store (one key per source).
 
+    Before it ends with a ready set, the sensor (or its trigger) writes its decision record, the
+    XCom ``core.incarnation.SENSOR_DECISION_XCOM`` (deploy task id -> attempt token), then looks at
+    the sources once more: one no longer ready is waited for (the record is taken back); a deploy
+    task cleared after that look reads the record and refuses to re-run
+    (``core.incarnation.cleared_without_downstream``), its success being in flight.
+
+    The ready set's incarnation is the run's ``clear_number`` plus this sensor's count of its own
+    clears (``core.incarnation.clear_epoch``, kept under ``CLEAR_EPOCH_KEY``), never derived from
+    ``retries``.
+
     The return value reads back as a dict when the sensor ended on a worker and as its JSON text
     when the trigger ended it (Airflow 3.3.2 stores an XCom pushed by a trigger event JSON-encoded
     once more); ``core.ready.parse_ready_set`` takes either.
@@ -41,7 +51,9 @@ Cost
     trigger poll: 1 task-state call plus one XCom and one ledger read per *newly* finished source
     (and two XCom reads and a ledger read per deferred source whose driver the trigger saw end,
     until its task succeeds).
-    The end: one more task-state call (the final evaluation), no wake.
+    Each evaluation on a worker also reads the clear count (one store key; written after a clear).
+    Each deferral writes one more XCom (an empty decision record). The end: one XCom write (the
+    decision record) and one more task-state call (the look after it), no wake.
     See ``docs/benchmarks.md``.
 
 What it does not do
@@ -56,14 +68,20 @@ import time
 from typing import TYPE_CHECKING, Any, Mapping
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
 from airflow_provider_zeta.core.events import task_key
-from airflow_provider_zeta.core.incarnation import publish_incarnation
+from airflow_provider_zeta.core.incarnation import (
+    CLEAR_EPOCH_KEY,
+    SENSOR_DECISION_XCOM,
+    clear_epoch,
+    publish_incarnation,
+    sensor_decision,
+)
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.ready import Evaluation, Verdict, sensor_event_is_for, wait_deadline
+from airflow_provider_zeta.core.ready import Evaluation, Verdict, parse_ready_set, sensor_event_is_for, wait_deadline
 from airflow_provider_zeta.observers import RunObserver
 from airflow_provider_zeta.settings import ZetaSettings
 
@@ -148,6 +166,8 @@ class ReadyToCloseSensor(BaseOperator):
         from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 
         ti = context["ti"]
+        # Written before the look below, which it must precede (core.incarnation.SENSOR_DECISION_XCOM).
+        ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision(parse_ready_set(event["ready_set"])[1]))
         states = RuntimeTaskInstance.get_task_states(
             dag_id=ti.dag_id, task_ids=list(self.sources.values()), run_ids=[ti.run_id]
         ).get(ti.run_id, {})
@@ -157,6 +177,7 @@ class ReadyToCloseSensor(BaseOperator):
             # a report stored while its task was still deferred (core.ready.REPORTED_WHILE_DEFERRED),
             # which this worker does not judge: look again.
             self.log.info("zeta.ready.changed_since_trigger: %s not success now; evaluating again", rerunning)
+            ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision({}))
             return self._evaluate(context)
         ready_set = dict(event["ready_set"])
         store = context["task_state_store"]
@@ -166,6 +187,36 @@ class ReadyToCloseSensor(BaseOperator):
                 set_kept(store, f"{READY_KEY_PREFIX}{source}", report.get("token"))
         self.log.info("zeta.ready.all_ready: %s", event.get("message"))
         return ready_set
+
+    def _clear_epoch(self, context: Context) -> int:
+        """This sensor's count of its own clears (``core.incarnation.clear_epoch``), kept."""
+        store = context["task_state_store"]
+        try:
+            record, changed = clear_epoch(store.get(CLEAR_EPOCH_KEY), getattr(context["ti"], "max_tries", None), self.retries)
+        except CorruptState as error:
+            raise AirflowFailException(f"[zeta.ready] task state {CLEAR_EPOCH_KEY} of {self.task_id}: {error}") from None
+        if changed:
+            set_kept(store, CLEAR_EPOCH_KEY, record)
+        return int(record["epoch"])
+
+    def _decide(self, context: Context, look: Any, evaluation: Evaluation) -> Evaluation:
+        """All ready: write the decision record, then look once more (``core.incarnation``
+        ``SENSOR_DECISION_XCOM``: a deploy task cleared before that look is seen not ready; one
+        cleared after it reads the record and refuses to re-run). Returns the look's evaluation;
+        a decision it does not confirm is taken back."""
+        ti = context["ti"]
+        for _ in range(3):
+            decision = sensor_decision(evaluation.ready)
+            ti.xcom_push(key=SENSOR_DECISION_XCOM, value=decision)
+            again = look()
+            if again.verdict is Verdict.ALL_READY and sensor_decision(again.ready) == decision:
+                return again
+            self.log.info("zeta.ready.changed_while_deciding: %s", again.message)
+            ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision({}))
+            if again.verdict is not Verdict.ALL_READY:
+                return again
+            evaluation = again
+        raise AirflowException(f"[zeta.ready] {self.task_id}: the sources' attempts kept changing while it decided; a retry looks again")
 
     def _deadline(self, context: Context) -> float:
         store = context["task_state_store"]
@@ -185,15 +236,17 @@ class ReadyToCloseSensor(BaseOperator):
         # the incarnation the completed point commits under, which also rises on a clear of this
         # sensor that left clear_number alone (REST reset_dag_runs=false; core.incarnation).
         incarnation = int(getattr(context["dag_run"], "clear_number", 0) or 0)
-        publishing = publish_incarnation(incarnation, getattr(ti, "max_tries", None), self.retries)
+        publishing = publish_incarnation(incarnation, self._clear_epoch(context))
         if publishing != incarnation:
             self.log.info(
-                "zeta.incarnation.publish_incarnation: %d (clear_number %d, this sensor cleared after try %d)",
+                "zeta.incarnation.publish_incarnation: %d (clear_number %d, clears of this sensor seen %d)",
                 publishing, incarnation, publishing - incarnation,
             )
         deadline = self._deadline(context)
         observer = RunObserver(ti.dag_id, ti.run_id, self.sources, settings.state_root)
         evaluation = observer.observe(incarnation, deadline)
+        if evaluation.verdict is Verdict.ALL_READY:
+            evaluation = self._decide(context, lambda: observer.observe(incarnation, deadline), evaluation)
         self._record_progress(context, evaluation)
         self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, evaluation.message)
         if evaluation.verdict is Verdict.ALL_READY:
@@ -208,6 +261,9 @@ class ReadyToCloseSensor(BaseOperator):
         # This deferral's mark, before the trigger exists: the trigger ends the sensor itself only
         # when the sensor's latest mark is its own (core.events).
         mark = uuid.uuid4().hex
+        # No decision yet, stored: a deploy task cleared while this sensor waits reads it (a read of
+        # a missing XCom is logged by Airflow at error level).
+        ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision({}))
         ti.xcom_push(key=READY_DEFERRAL_XCOM, value=mark)
         self.defer(
             trigger=ReadyToCloseTrigger(

@@ -18,7 +18,9 @@ poll (and, for a deferred source whose driver it saw end, two XCom reads and a l
 look until its task succeeds). It logs only what changed (``Evaluation.progress_from``): the log grows with the changes,
 not with changes × sources.
 
-When every source is ready it ends the sensor from here, without a worker:
+When every source is ready it writes the sensor's decision record
+(``core.incarnation.SENSOR_DECISION_XCOM``), looks at the sources once more (one no longer ready:
+the record is taken back and the wait goes on), then ends the sensor from here, without a worker:
 ``TaskSuccessEvent(xcoms={"return_value": ready set})``. Airflow 3.3.2 stores such an XCom
 JSON-encoded once more, so the completed point reads it back as JSON text and decodes it
 (``core.ready.parse_ready_set``). On any other verdict it wakes the sensor with the verdict and its
@@ -147,6 +149,40 @@ class ReadyToCloseTrigger(BaseTrigger):
             self.log.info("zeta.ready: could not read the sensor's deferral mark", exc_info=True)
             return None
 
+    async def _decide(self, evaluation: Any, look: Callable[[], Awaitable[Any]]) -> Any:
+        """All ready: write the sensor's decision record, then look once more before ending it
+        (``core.incarnation.SENSOR_DECISION_XCOM``: a deploy task cleared before that look is seen
+        not ready; one cleared after it reads the record and refuses to re-run). Returns the look's
+        evaluation (a decision it does not confirm is taken back), or None when the record cannot
+        be written (a trigger of an earlier version, or the API failing: look again later)."""
+        from asgiref.sync import sync_to_async
+
+        from airflow_provider_zeta.core.incarnation import SENSOR_DECISION_XCOM, sensor_decision
+
+        if self.task_id is None:  # deferred by an earlier version: it knows no task to write to
+            return evaluation
+
+        def write(value: Any) -> None:
+            from airflow.sdk.execution_time.xcom import XCom
+
+            XCom.set(key=SENSOR_DECISION_XCOM, value=value, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
+
+        decision = sensor_decision(evaluation.ready)
+        try:
+            await sync_to_async(write)(decision)
+        except Exception:
+            self.log.warning("zeta.ready: could not write the sensor's decision record; looking again", exc_info=True)
+            return None
+        again = await look()
+        if again.verdict is Verdict.ALL_READY and sensor_decision(again.ready) == decision:
+            return again
+        self.log.info("zeta.ready.changed_while_deciding: %s", again.message)
+        try:
+            await sync_to_async(write)(sensor_decision({}))
+        except Exception:
+            self.log.warning("zeta.ready: could not take the sensor's decision record back", exc_info=True)
+        return again if again.verdict is not Verdict.ALL_READY else None
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from asgiref.sync import sync_to_async
 
@@ -214,15 +250,21 @@ class ReadyToCloseTrigger(BaseTrigger):
                 # runs again from its kwargs on the next triggerer and finds the same ready set.
                 await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
                 ready_set = self.ready_set(evaluation)
-                if self.task_id is None or may_end_task_from_trigger(*await self._own_wait()):
-                    yield TaskSuccessEvent(xcoms={"return_value": ready_set})
+                if not (self.task_id is None or may_end_task_from_trigger(*await self._own_wait())):
+                    # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
+                    # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
+                    # sensor's own code checks whom the event is for.
+                    self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
+                    yield TriggerEvent({**self._event(evaluation), "ready_set": ready_set})
                     return
-                # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
-                # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
-                # sensor's own code checks whom the event is for.
-                self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
-                yield TriggerEvent({**self._event(evaluation), "ready_set": ready_set})
-                return
+                confirmed = await self._decide(evaluation, lambda: observe(self.incarnation, self.deadline, seen_ending()))
+                if confirmed is not None and confirmed.verdict is Verdict.ALL_READY:
+                    yield TaskSuccessEvent(xcoms={"return_value": self.ready_set(confirmed)})
+                    return
+                if confirmed is None:  # not decided: look again
+                    pacer.looked(time.monotonic(), signature)
+                    continue
+                evaluation = previous = confirmed  # a source changed while deciding: judged as any look
             if evaluation.verdict is not Verdict.WAITING:
                 await sleep_until(self.not_before)
                 yield TriggerEvent(self._event(evaluation))

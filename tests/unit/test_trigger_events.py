@@ -171,10 +171,12 @@ def test_a_ready_trigger_whose_sensor_no_longer_waits_wakes_instead_of_ending_a_
 
     evaluation = SimpleNamespace(
         verdict=Verdict.ALL_READY, message="all ready", ready_set=lambda incarnation: {"incarnation": incarnation, "sources": {}},
-        progress_from=lambda previous: None,
+        progress_from=lambda previous: None, ready={},
     )
 
     observe_always(monkeypatch, evaluation)
+    # the sensor's decision record (core.incarnation.SENSOR_DECISION_XCOM), written before it ends
+    monkeypatch.setattr("airflow.sdk.execution_time.xcom.XCom.set", lambda **kwargs: None)
 
     def first_event(state, latest_mark="m1"):
         return asyncio.run(first_ready_event(tmp_path, state, latest_mark))
