@@ -186,6 +186,14 @@ class CompletedPointOperator(BaseOperator):
             # parses the DAG, so two first commits at once never race to create it from their events.
             inlets = list(kwargs.get("inlets") or [])
             kwargs["inlets"] = inlets if asset in inlets else [*inlets, asset]
+            # One completed point of the DAG at a time: Airflow links an alias to its asset when the
+            # first event goes through it, and of two runs whose first commits end together the
+            # second fails its own success update on that link's unique key (the API server then
+            # sets the task failed, with no retry, although its partition was published). A
+            # running task instance leaves "running" only when its success, with its events and
+            # the link, is committed, so the next one finds the link. A publish takes seconds;
+            # the runs' deploys still run in parallel.
+            kwargs.setdefault("max_active_tis_per_dag", 1)
         kwargs.setdefault("retries", 3)
         kwargs.setdefault("retry_delay", timedelta(seconds=10))
         super().__init__(**kwargs)
