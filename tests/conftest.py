@@ -25,9 +25,9 @@ from typing import Callable
 
 import pytest
 
-from airflow_provider_zeta.testing.cluster import SCHEMA_TEMPLATES, AirflowCluster, postgres_available
+from zeta_harness.cluster import SCHEMA_TEMPLATES, AirflowCluster, postgres_available
 
-# Many clusters per session: migrate each metadata schema once and copy it (testing/cluster.py).
+# Many clusters per session: migrate each metadata schema once and copy it (zeta_harness/cluster.py).
 SCHEMA_TEMPLATES.enabled = True
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +56,7 @@ def pytest_configure(config):
     """A pytest-xdist worker starts the clusters, but a time limit's SIGTERM (or a kill) reaches
     only the controller: the worker tears its clusters down once the controller is gone."""
     if hasattr(config, "workerinput"):
-        from airflow_provider_zeta.testing import teardown
+        from zeta_harness import teardown
 
         teardown.watch_parent(os.getppid())
 
@@ -339,7 +339,7 @@ def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -
     or without a pending record. Skipped after a failed test (its own failure says more)."""
     if _test_failed(request.node):
         return
-    from airflow_provider_zeta.testing.leftovers import leftovers_past_due
+    from zeta_harness.leftovers import leftovers_past_due
 
     cluster = request.getfixturevalue(cluster_fixture)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"

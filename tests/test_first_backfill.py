@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta import CLEANUP_ASSET, zeta_pipeline
-from airflow_provider_zeta.testing.chaos import create_backfill
+from zeta_harness.chaos import create_backfill
 from tests.conftest import spark_env
 from tests.test_deploy_windows import launches
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import run_tombstones_dir
-from airflow_provider_zeta.testing.chaos import run_scenario
-from airflow_provider_zeta.testing.leftovers import leftovers_past_due, run_directory
-from airflow_provider_zeta.testing.published import read_partition
+from zeta_harness.chaos import run_scenario
+from zeta_harness.leftovers import leftovers_past_due, run_directory
+from zeta_harness.published import read_partition
 from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
 from tests.test_deploy_windows import launches
 

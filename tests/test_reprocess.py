@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import run_tombstones_dir
-from airflow_provider_zeta.testing.published import read_partition
+from zeta_harness.published import read_partition
 from tests.test_deploy_windows import launches
 
 pytestmark = pytest.mark.sqlite_only
