@@ -189,10 +189,25 @@ def spark_env(fake: bool) -> dict[str, str]:
     return {"PATH": path, "AIRFLOW_CONN_SPARK_DEFAULT": LOCAL_SPARK_CONN}
 
 
+def _print_failed_task_logs(cluster: AirflowCluster, most: int = 8, tail_lines: int = 40) -> None:
+    """The tail of every task attempt log that holds an error line (the newest ``most`` of them):
+    why a run failed is in its tasks' logs, which the components' own logs do not hold."""
+    logs = cluster.home / "logs"
+    found = []
+    for path in logs.rglob("attempt=*.log") if logs.is_dir() else ():
+        text = path.read_text(errors="replace")
+        if '"level": "error"' in text or '"level":"error"' in text or "[error" in text or " ERROR " in text:
+            found.append((path.stat().st_mtime, path, text))
+    for _, path, text in sorted(found)[-most:]:
+        print(f"===== task log {path.relative_to(logs)} (last {tail_lines} lines) =====")
+        print("\n".join(text.splitlines()[-tail_lines:]))
+
+
 def _finish(cluster: AirflowCluster, failed: bool, nodeid: str, summary: str = "") -> None:
     if failed:
         print(f"\n----- {summary or nodeid}\n----- Airflow logs for failed test {nodeid} -----")
         cluster.print_logs(tail_lines=60, file=None)
+        _print_failed_task_logs(cluster)
         print(f"----- end of the logs; the failure again: {summary or nodeid}")
         kept = artifact_dir(nodeid) / cluster.home.name
         kept.parent.mkdir(parents=True, exist_ok=True)

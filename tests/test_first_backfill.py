@@ -54,6 +54,23 @@ def test_the_dag_processor_creates_the_pipeline_asset_and_the_cleanup_asset_from
     assert [type(o).__name__ for o in publish.outlets] == ["AssetAlias"]
 
 
+def test_the_completed_points_of_one_dag_publish_one_at_a_time_unless_told_otherwise(tmp_path):
+    # Two first events through one alias at once fail the second task's success update in
+    # Airflow 3.3 (the cluster test below reproduced it on both databases before this default).
+    from airflow.sdk import DAG
+
+    with DAG(dag_id="first_backfill_serial", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+        zeta_pipeline("orders", sources={"web": JOB}, output=str(tmp_path / "orders"))
+        zeta_pipeline(
+            "returns",
+            sources={"web": JOB},
+            output=str(tmp_path / "returns"),
+            completed_point_kwargs={"max_active_tis_per_dag": 4},
+        )
+    assert dag.get_task("orders.completed_point").max_active_tis_per_dag == 1
+    assert dag.get_task("returns.completed_point").max_active_tis_per_dag == 4
+
+
 PIPELINE_FILE = '''
 from datetime import datetime, timedelta, timezone
 

@@ -252,7 +252,7 @@ def test_pipeline_survives_random_kills_with_a_reprocessing_backfill(fake_driver
     and the stock-operator baseline): three dates of the daily counting pipeline, a backfill that
     reprocesses the first, and 3 ``kill -9`` per database (6 in all) of the scheduler, the triggerer
     and the task workers at seeded random moments — the seed is printed; ``ZETA_CHAOS_SEED``
-    replays one. Every check of ``airflow_provider_zeta.testing.chaos`` must hold."""
+    replays one. Every check of ``zeta_harness.chaos`` must hold."""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(CHAOS_DAG)
     seed = chaos_seed  # printed; named in the failure report and test-artifacts/ (conftest.py)
