@@ -277,16 +277,7 @@ def run_scenario(
     collateral_deaths: list[str] = []
 
     def restart_the_dead() -> None:
-        # Restarted like a supervisor would (systemd, Kubernetes): a component dead of a kill of
-        # another part is one more crash the guarantees must survive, not the end of the scenario.
-        for name in ("scheduler", "triggerer", "dag-processor", "api-server"):
-            component = cluster.components.get(name)
-            if component is not None and not component.alive():
-                at = time.monotonic() - started
-                tail = _tail_of(component.log_path, 30)
-                log(f"  {at:6.1f}s {name} (pid {component.pid}) died by itself (exit {component.process.returncode}); restarting it")
-                collateral_deaths.append(f"{at:.1f}s {name} exit {component.process.returncode}: {tail}")
-                cluster.start_component(name)
+        collateral_deaths.extend(restart_dead_components(cluster, time.monotonic() - started, log))
 
     def run_states() -> dict[str, str]:
         restart_the_dead()
@@ -494,6 +485,24 @@ def create_backfill(
             gone = sorted(before - after) if before is not None and after is not None else "(could not list the runs)"
             log(f"  POST /backfills answered 503 (database locked); runs gone meanwhile: {gone}")
         time.sleep(2)
+
+
+def restart_dead_components(cluster: AirflowCluster, at: float, log: Callable[[str], None] = print) -> list[str]:
+    """Restart, as a supervisor would (systemd, Kubernetes), every Airflow component found dead that
+    the scenario did not kill itself; return one line per death with the tail of its log. A
+    component dead of a kill of another part (a LocalExecutor scheduler whose worker was killed
+    while writing to their shared result queue exits with 1) is one more crash the guarantees must
+    survive, not the end of the scenario."""
+    deaths = []
+    for name in ("scheduler", "triggerer", "dag-processor", "api-server"):
+        component = cluster.components.get(name)
+        if component is None or component.alive():
+            continue
+        code = component.process.returncode
+        log(f"  {at:6.1f}s {name} (pid {component.pid}) died by itself (exit {code}); restarting it")
+        deaths.append(f"{at:.1f}s {name} exit {code}: {_tail_of(component.log_path, 30)}")
+        cluster.start_component(name)
+    return deaths
 
 
 def _tail_of(path: Path, lines: int) -> str:
