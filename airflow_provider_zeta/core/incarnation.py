@@ -38,7 +38,8 @@ Rules (pure, logged as ``zeta.incarnation.<rule>`` by their callers)
 * ``cleared_without_downstream``: a deploy task cleared without the sensor that reads it, after
   that sensor took the task's attempt into its ready set, launches nothing (below). "Took" is the
   sensor's state ``success`` or its decision record (``SENSOR_DECISION_XCOM``), written before its
-  success is: a decision in flight counts.
+  success is: a decision in flight counts. ``sensor_still_deciding``: a running sensor's record
+  may be its previous try's, not yet wiped: the deploy task looks again until it knows.
 
 Not seen by any rule: a clear of a *running* task whose executor never reports the killed try (its
 worker died with it): Airflow then retries it without raising ``max_tries``, as after a crash. Nor a
@@ -131,11 +132,19 @@ def decision_names(value: Any, task_id: str, token: str | None) -> bool:
 #: or its decision record names the task's previous attempt (``cleared_without_downstream``).
 SENSOR_DONE_STATES = frozenset({"success"})
 
-#: The states of a sensor that may be ending with a decision not yet stored as ``success``: running
-#: (returning its ready set on a worker) or deferred (its trigger's success event on its way). In
-#: any other state (scheduled, queued, up_for_retry, ...) it decided nothing that can still end it:
-#: a wake from its trigger decides on the worker, and its next try wipes its XComs.
+#: The states of a sensor whose decision record is read: it may be ending with a decision not yet
+#: stored as ``success``, running (returning its ready set on a worker) or deferred (its trigger's
+#: success event on its way). In any other state (scheduled, queued, up_for_retry, ...) it decided
+#: nothing that can still end it: a wake from its trigger decides on the worker, and its next try
+#: wipes its XComs.
 SENSOR_DECIDING_STATES = frozenset({"running", "deferred"})
+
+#: Of those, the states in which a record naming the task's attempt is this try's decision: a
+#: deferred sensor's try wiped the XComs of the try before and stored an empty record before it
+#: deferred. A *running* one may still show the record of its previous try: Airflow wipes a task's
+#: XComs only once its new try's process starts (``xcom_keys_to_clear``), seconds after it is
+#: ``running`` (``sensor_still_deciding``).
+SENSOR_ENDING_STATES = frozenset({"deferred"})
 
 
 def cleared_without_downstream(
@@ -150,7 +159,7 @@ def cleared_without_downstream(
     Rule ``cleared_without_downstream`` (the deploy task was cleared without the sensor: the sensor
     is not downstream of the deploys): a ready-to-close sensor that reads this task (``sensor_states``:
     its task id -> state now) already took the task's attempt into its ready set and was not
-    cleared with it: it succeeded, or it is deciding (``SENSOR_DECIDING_STATES``) and its decision
+    cleared with it: it succeeded, or it is deferred (``SENSOR_ENDING_STATES``) and its decision
     record (``decisions``: its task id -> its ``SENSOR_DECISION_XCOM`` as read now) names this
     task's previous attempt ``previous_token``, its success being still in flight (the sensor returning on its worker, or its trigger's success
     event not yet stored). Nothing would ever read a new attempt: the sensor's ready set and the
@@ -166,7 +175,7 @@ def cleared_without_downstream(
         sensor
         for sensor, state in sensor_states.items()
         if state in SENSOR_DONE_STATES
-        or (state in SENSOR_DECIDING_STATES and decision_names(decisions.get(sensor), task_id, previous_token))
+        or (state in SENSOR_ENDING_STATES and decision_names(decisions.get(sensor), task_id, previous_token))
     )
     if not done:
         return None
@@ -179,4 +188,22 @@ def cleared_without_downstream(
         "and its downstream tasks (UI: select both, Clear -> 'Downstream'; REST clearTaskInstances: "
         f"task_ids=[{task_id!r}, {', '.join(repr(d) for d in done)}] with include_downstream=true), which "
         "re-runs the ready-to-close wait and the completed point and republishes the partition."
+    )
+
+
+def sensor_still_deciding(
+    task_id: str, sensor_states: dict[str, str | None], decisions: Mapping[str, Any], previous_token: str | None
+) -> list[str]:
+    """The sensors a deploy task just cleared must look at again before it may run (rule
+    ``sensor_deciding``): running, with a decision record naming this task's previous attempt. That
+    record is either this try's decision, the sensor returning on its worker (it is ``success`` a
+    moment later: ``cleared_without_downstream``), or its previous try's, not yet wiped by a try
+    that was cleared with this task and starts (it is gone a moment later and the try defers: run).
+    Neither lasts: look again shortly."""
+    return sorted(
+        sensor
+        for sensor, state in sensor_states.items()
+        if state in SENSOR_DECIDING_STATES
+        and state not in SENSOR_ENDING_STATES
+        and decision_names(decisions.get(sensor), task_id, previous_token)
     )

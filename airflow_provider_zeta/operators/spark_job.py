@@ -82,7 +82,12 @@ from airflow_provider_zeta.core.deploy import (
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
-from airflow_provider_zeta.core.incarnation import SENSOR_DECIDING_STATES, SENSOR_DECISION_XCOM, cleared_without_downstream
+from airflow_provider_zeta.core.incarnation import (
+    SENSOR_DECIDING_STATES,
+    SENSOR_DECISION_XCOM,
+    cleared_without_downstream,
+    sensor_still_deciding,
+)
 from airflow_provider_zeta.core.ledger import (
     AttemptRecord,
     CorruptState,
@@ -699,16 +704,25 @@ class ZetaSparkJobOperator(BaseOperator):
         sensors, points = self._pipeline_readers()
         if not sensors:
             return
-        states = _run_task_states(context, sensors + points)
-        # A sensor not success yet may be ending with this task's earlier attempt: its decision record.
-        decisions = {s: _sensor_decision(context, s) for s in sensors if states.get(s) in SENSOR_DECIDING_STATES}
+        task_id = context["ti"].task_id
         token = observation.record.token if isinstance(observation.record, AttemptRecord) else None
-        reason = cleared_without_downstream(
-            context["ti"].task_id, {s: states.get(s) for s in sensors}, any(states.get(p) == "success" for p in points), decisions, token
-        )
-        if reason:
-            self.log.info("zeta.incarnation.cleared_without_downstream: %s", reason)
-            raise AirflowFailException(f"[zeta.deploy.cleared_without_downstream] {reason}")
+        waited_until = time.monotonic() + _SENSOR_DECIDING_WAIT
+        while True:
+            states = _run_task_states(context, sensors + points)
+            # A sensor not success yet may be ending with this task's earlier attempt: its decision record.
+            decisions = {s: _sensor_decision(context, s) for s in sensors if states.get(s) in SENSOR_DECIDING_STATES}
+            sensor_states = {s: states.get(s) for s in sensors}
+            reason = cleared_without_downstream(task_id, sensor_states, any(states.get(p) == "success" for p in points), decisions, token)
+            if reason:
+                self.log.info("zeta.incarnation.cleared_without_downstream: %s", reason)
+                raise AirflowFailException(f"[zeta.deploy.cleared_without_downstream] {reason}")
+            deciding = sensor_still_deciding(task_id, sensor_states, decisions, token)
+            if not deciding:
+                return
+            if time.monotonic() >= waited_until:
+                raise AirflowException(f"zeta.deploy: {', '.join(deciding)} still running with a decision naming attempt {token}; a retry looks again")
+            self.log.info("zeta.incarnation.sensor_deciding: %s running with a decision naming attempt %s; looking again", deciding, token)
+            time.sleep(1.0)
 
     # ------------------------------------------------------------------ actions
 
@@ -1052,6 +1066,11 @@ def _run_task_states(context: Context, task_ids: list[str]) -> dict[str, str | N
     ti = context["ti"]
     states = RuntimeTaskInstance.get_task_states(dag_id=ti.dag_id, task_ids=task_ids, run_ids=[ti.run_id]).get(ti.run_id, {})
     return {task_id: states.get(task_id) for task_id in task_ids}
+
+
+#: How long a cleared deploy task looks again at a running sensor whose decision record names its
+#: previous attempt (``core.incarnation.sensor_still_deciding``) before its try fails and is retried.
+_SENSOR_DECIDING_WAIT = 60.0
 
 
 def _sensor_decision(context: Context, sensor: str) -> Any:

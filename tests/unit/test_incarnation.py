@@ -215,13 +215,21 @@ def test_a_deploy_cleared_without_downstream_while_its_sensor_ends_with_its_atte
     from airflow_provider_zeta.core.incarnation import cleared_without_downstream, sensor_decision
 
     decided = {"p.ready_to_close": sensor_decision({"eu": _report("eu", "tok-a"), "us": _report("us", "tok-us")})}
-    for state in ("running", "deferred"):
-        reason = cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": state}, False, decided, "tok-a")
-        assert reason is not None and "task_ids=['p.deploy_eu', 'p.ready_to_close']" in reason, state
+    from airflow_provider_zeta.core.incarnation import sensor_still_deciding
+
+    reason = cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": "deferred"}, False, decided, "tok-a")
+    assert reason is not None and "task_ids=['p.deploy_eu', 'p.ready_to_close']" in reason
+    assert sensor_still_deciding("p.deploy_eu", {"p.ready_to_close": "deferred"}, decided, "tok-a") == []
+    # running: the record is this try's decision or the previous try's, not yet wiped by a try
+    # cleared with this task: neither refused nor run, looked at again
+    assert cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": "running"}, False, decided, "tok-a") is None
+    assert sensor_still_deciding("p.deploy_eu", {"p.ready_to_close": "running"}, decided, "tok-a") == ["p.ready_to_close"]
+    assert sensor_still_deciding("p.deploy_eu", {"p.ready_to_close": "running"}, decided, "tok-b") == []
     # a sensor in any other state is not ending with a decision (woken, it decides on its worker;
     # its next try wipes its XComs): the record is left aside
     for state in ("queued", "scheduled", "up_for_retry", "failed", None):
         assert cleared_without_downstream("p.deploy_eu", {"p.ready_to_close": state}, False, decided, "tok-a") is None, state
+        assert sensor_still_deciding("p.deploy_eu", {"p.ready_to_close": state}, decided, "tok-a") == [], state
     # read back as JSON text (a record stored JSON-encoded once more) counts the same
     import json
 
@@ -289,11 +297,25 @@ def test_the_deploy_task_refuses_a_clear_without_downstream_of_a_published_run_b
     assert deploy._decide_and_act(context, None) == "launched"
 
 
-@pytest.mark.parametrize("sensor_state", ["deferred", "running"])
-def test_the_deploy_task_refuses_a_clear_without_downstream_while_the_sensors_success_is_in_flight(monkeypatch, sensor_state):
+# The sensor's states at the deploy task's successive looks, and whether its decision record
+# (naming tok-a) is still there at each: deferred (its trigger's success event on its way), running
+# then success (returning on its worker), or running with its previous try's record, which the try
+# (cleared with the deploy task) wipes as it starts, then defers with an empty one.
+LOOKS = {
+    "trigger_ending": ([("deferred", True)], "refused"),
+    "worker_ending": ([("running", True), ("running", True), ("success", True)], "refused"),
+    "cleared_with_it": ([("running", True), ("running", None), ("deferred", False)], "launched"),
+    # still so after the wait: the try fails, to be retried (not for good), launching nothing
+    "still_running": ([("running", True)], "retried"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOOKS))
+def test_the_deploy_task_refuses_a_clear_without_downstream_while_the_sensors_success_is_in_flight(monkeypatch, case):
     """The sensor (or its trigger) already took this task's attempt tok-a into its ready set, but
     its task instance is not ``success`` yet: a try after a clear of the task alone must still fail
-    before it launches, or its new attempt would run and never be published."""
+    before it launches, or its new attempt would run and never be published. A sensor cleared with
+    the task, still showing its previous try's record as its new try starts, does not refuse it."""
     from airflow.sdk import DAG
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -313,15 +335,37 @@ def test_the_deploy_task_refuses_a_clear_without_downstream_while_the_sensors_su
     monkeypatch.setattr(deploy, "_settings", lambda: (SimpleNamespace(state_root="/nowhere"), observation.timing, 1.0, 1.0))
     monkeypatch.setattr(spark_job, "open_state_storage", lambda root: None)
     monkeypatch.setattr(deploy, "partition", "ds=2026-01-01")  # rendered
-    states = {"p.ready_to_close": sensor_state, "p.completed_point": None}
-    monkeypatch.setattr(spark_job, "_run_task_states", lambda context, task_ids: {t: states.get(t) for t in task_ids})
-    xcoms = {SENSOR_DECISION_XCOM: sensor_decision({"eu": _report("eu", "tok-a"), "us": _report("us", "tok-us-1")})}
+    decided = sensor_decision({"eu": _report("eu", "tok-a"), "us": _report("us", "tok-us-1")})
+    looks, outcome = LOOKS[case]
+    xcoms: dict = {}
+
+    def run_task_states(context, task_ids):
+        state, record = looks.pop(0) if len(looks) > 1 else looks[0]
+        xcoms.clear()
+        if record is not None:
+            xcoms[SENSOR_DECISION_XCOM] = decided if record else sensor_decision({})
+        return {t: (state if t == "p.ready_to_close" else None) for t in task_ids}
+
+    monkeypatch.setattr(spark_job, "_run_task_states", run_task_states)
+    monkeypatch.setattr(spark_job.time, "sleep", lambda seconds: None)
     _decision_xcom(monkeypatch, xcoms)
     ti = SimpleNamespace(dag_id="d", run_id="r", task_id="p.deploy_eu", map_index=-1, try_number=2, max_tries=1)
     context = {"ti": ti, "dag_run": SimpleNamespace(clear_number=1), "task_state_store": _Store(), "logical_date": "x", "ds": "x"}
+    if outcome == "launched":
+        assert deploy._decide_and_act(context, None) == "launched"
+        return
+    if outcome == "retried":
+        from airflow.sdk.exceptions import AirflowException
+
+        monkeypatch.setattr(spark_job, "_SENSOR_DECIDING_WAIT", 0.0)
+        with pytest.raises(AirflowException, match="still running with a decision naming attempt tok-a") as raised:
+            deploy._decide_and_act(context, None)
+        assert not isinstance(raised.value, AirflowFailException) and launched == []
+        return
     with pytest.raises(AirflowFailException, match="cleared_without_downstream"):
         deploy._decide_and_act(context, None)
     assert launched == []
+    monkeypatch.setattr(spark_job, "_run_task_states", lambda context, task_ids: {t: ("deferred" if t == "p.ready_to_close" else None) for t in task_ids})
     # the sensor's decision names another attempt of this task, or none (it waits, or took it
     # back when it saw this task cleared): the task launches
     for decision in (sensor_decision({"eu": _report("eu", "tok-older")}), sensor_decision({}), None):
