@@ -75,6 +75,8 @@ setup(
             "moto[s3]>=5.0",
             "flask>=3.0",  # moto_server (the S3 server process); moto[server] would pull every service's dependencies
             "flask-cors>=4.0",
+            # A real SMTP server for the failure e-mail test (tests/test_secret_failure_channels.py).
+            "aiosmtpd>=1.4",
         ],
     },
     entry_points={

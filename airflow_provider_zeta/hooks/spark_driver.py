@@ -13,11 +13,12 @@ command it builds is started in its own session (``processes.launch_detached``).
 Secret Spark conf never reaches a command line: any local user reads a process's arguments
 (``ps``, ``/proc/<pid>/cmdline``), and the LocalExecutor's log repeats them. Conf entries whose
 name is sensitive (``core.redaction.is_sensitive_key`` or Airflow's ``[core]
-sensitive_var_conn_names``) go into a properties file instead — merged after the user's
-``properties_file``, or after ``spark-defaults.conf`` when none is given (a properties file given
-to spark-submit replaces the defaults file) — that exists only as an anonymous, already deleted
-0600 file: the launch writes it, hands spark-submit its descriptor and the path
-``/dev/fd/<n>`` (the JVMs spark-submit starts inherit it and read it there), and closes its own
+sensitive_var_conn_names``), or whose value holds a secret this process's masker knows (a
+connection password a template rendered into ``spark.myapp.jdbcUrl``), go into a properties file
+instead — merged after the user's ``properties_file``, or after ``spark-defaults.conf`` when none
+is given (a properties file given to spark-submit replaces the defaults file) — that exists only as
+an anonymous, already deleted 0600 file: the launch writes it, hands spark-submit its descriptor
+and the path ``/dev/fd/<n>`` (the JVMs spark-submit starts inherit it and read it there), and closes its own
 copy. Nothing named is left on disk; the open descriptor dies with the driver's processes, and
 ``/proc/<pid>/fd`` of those is readable by their user only (as ``/proc/<pid>/environ`` is).
 Application arguments are not touched: a secret there is visible (docs/operators/zeta_spark_job.md
@@ -105,7 +106,11 @@ def spark_submit_command(
         hook_kwargs=hook_kwargs,
         where=where,
     )
-    public, secret = split_secret_conf(arguments["conf"], _sensitive_conf_name, keep_public=(TOKEN_CONF_KEY,))
+    conf = arguments["conf"]
+    holds_secret = {name for name, value in conf.items() if _holds_known_secret(value)}
+    public, secret = split_secret_conf(
+        conf, lambda name: name in holds_secret or _sensitive_conf_name(name), keep_public=(TOKEN_CONF_KEY,)
+    )
     secret_properties = None
     if secret:
         secret_properties = _properties_base(arguments.get("properties_file"), where) + java_properties(secret)
@@ -171,6 +176,16 @@ def _sensitive_conf_name(name: str) -> bool:
     from airflow_provider_zeta.triggers.driver_output import _sensitive_name
 
     return _sensitive_name(name)
+
+
+def _holds_known_secret(value: object) -> bool:
+    """Whether this process's masker finds a secret value in ``value`` (Airflow's masker: e.g. a
+    connection password a template rendered; and the values the provider registered): such an
+    entry goes into the properties file whatever its name (``spark.myapp.jdbcUrl=...password=...``)."""
+    from airflow_provider_zeta.triggers.driver_output import mask_by_value
+
+    text = str(value)
+    return mask_by_value(text) != text
 
 
 def _properties_base(user_file: object, where: str, environ: Mapping[str, str] | None = None) -> str:

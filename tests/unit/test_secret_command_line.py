@@ -99,6 +99,19 @@ def test_the_command_carries_no_secret_conf_only_a_descriptor_path(cli_connectio
     assert shipped.secret_properties == command.secret_properties
 
 
+def test_a_conf_value_holding_a_masked_secret_stays_off_the_command_line_whatever_its_name(cli_connection):
+    # What rendering ``{{ conn.db.password }}`` in a task does: the password goes to the masker.
+    from airflow.sdk.log import mask_secret
+
+    password = "Tr0ub4dor&3+x/y=z!Qq7-cmdVALUE"
+    mask_secret(password)
+    conf = {"spark.myapp.jdbcUrl": f"jdbc:postgresql://db/sales?user=scott&password={password}", "spark.myapp.dbPw": password}
+    command = spark_submit_command(conn_id="spark_cli", token="tok1", bootstrap_args=[], conf=conf, hook_kwargs=None)
+    assert not [f for f in fragments(password) if f in "\0".join(command)], command
+    assert "spark.myapp.jdbcUrl=jdbc:postgresql://db/sales?user=scott&password=" in (command.secret_properties or "")
+    assert command[command.index("--properties-file") + 1] == f"/dev/fd/{SECRET_FD}"
+
+
 def test_a_user_properties_file_is_merged_not_replaced(tmp_path, cli_connection):
     user = tmp_path / "user.properties"
     user.write_text("spark.executor.memory=3g\n")
