@@ -25,6 +25,7 @@ import contextlib
 import json
 import logging
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -123,9 +124,16 @@ def one_pass(call: Any) -> dict[str, Any]:
 
 
 def measure(records: int, due: int) -> dict[str, Any]:
+    root = tempfile.mkdtemp(prefix="zeta-cleanup-bench-")
+    try:
+        return _measure(root, records, due)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _measure(root: str, records: int, due: int) -> dict[str, Any]:
     from airflow_provider_zeta.operators.cleanup import CarryOutCleanupsOperator
 
-    root = tempfile.mkdtemp(prefix="zeta-cleanup-bench-")
     now = time.time()
     state = build(root, records, due, now)
     operator = CarryOutCleanupsOperator(task_id="carry_out")
