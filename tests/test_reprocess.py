@@ -14,6 +14,7 @@ to clear instead, and end the run ``failed``, leaving the partition as it was.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,13 @@ def test_clearing_a_source_without_the_sensor_after_the_publish_launches_nothing
         cluster.wait_for_run(DAG_ID, run_id, states={"failed"}, timeout=120)
         text = _task_log(cluster, run_id, _task("beta"))
         assert "zeta.deploy.cleared_without_downstream" in text and "counting.ready_to_close" in text, text[-3000:]
+        # The plugin's run view says it beside the source (what the api-server answers a browser).
+        query = urllib.parse.urlencode({"dag_id": DAG_ID, "run_id": run_id})
+        shown = cluster._http("GET", f"/zeta/api/run?{query}")
+        refusals = {s["task_id"]: s.get("refusal") for p in shown["pipelines"] for s in p["sources"]}
+        assert refusals[_task("beta")] and "cleared_without_downstream" in refusals[_task("beta")], refusals
+        assert "counting.ready_to_close" in refusals[_task("beta")], refusals
+        assert not refusals[_task("alpha")], refusals
     assert {s: len(t) for s, t in _launched(log).items()} == {s: 1 for s in SOURCES}
     assert _rows_by_source(cluster, ds) == {s: {t} for s, t in first.items()}
     assert _marker(cluster, ds) == before

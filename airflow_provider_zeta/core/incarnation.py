@@ -40,6 +40,9 @@ Rules (pure, logged as ``zeta.incarnation.<rule>`` by their callers)
   sensor's state ``success`` or its decision record (``SENSOR_DECISION_XCOM``), written before its
   success is: a decision in flight counts. ``sensor_still_deciding``: a running sensor's record
   may be its previous try's, not yet wiped: the deploy task looks again until it knows.
+* ``refusal_shown``: the deploy task keeps what it refused (``REFUSAL_KEY``, the try number and
+  the reason, which names only task ids); the monitoring page shows it beside the source while
+  that try is the task's current one and ``failed`` (``current_refusal``).
 
 Not seen by any rule: a clear of a *running* task whose executor never reports the killed try (its
 worker died with it): Airflow then retries it without raising ``max_tries``, as after a crash. Nor a
@@ -207,3 +210,25 @@ def sensor_still_deciding(
         and state not in SENSOR_ENDING_STATES
         and decision_names(decisions.get(sensor), task_id, previous_token)
     )
+
+
+#: The deploy task's record of a try it refused (``cleared_without_downstream``), kept in its task
+#: state store for the monitoring page: ``{"try_number": n, "rule": ..., "reason": ...}``.
+REFUSAL_KEY = "zeta_refusal"
+
+
+def refusal_record(try_number: int, rule: str, reason: str) -> dict[str, Any]:
+    """What the deploy task keeps under ``REFUSAL_KEY`` before it fails a try for ``rule``."""
+    return {"try_number": int(try_number), "rule": rule, "reason": reason}
+
+
+def current_refusal(value: Any, task_state: str | None, try_number: int) -> str | None:
+    """Rule ``refusal_shown``: the refusal to show beside a deploy task, if any. Only the refusal of
+    the task's current try while that try is ``failed``: a later try (cleared again, the right way)
+    or a record of another shape shows nothing."""
+    if task_state != "failed" or not isinstance(value, dict):
+        return None
+    if value.get("try_number") != try_number or not isinstance(value.get("reason"), str):
+        return None
+    rule = value.get("rule") if isinstance(value.get("rule"), str) else "refused"
+    return f"[{rule}] {value['reason']}"

@@ -101,6 +101,9 @@ class TaskRow:
     state: str | None
     map_index: int = -1
     try_number: int = 0
+    #: Why the provider refused this try, as the deploy task recorded it for the try (a refusal
+    #: names task ids to clear, never a job's text); ``None`` when it refused nothing.
+    refusal: str | None = None
 
     @property
     def role(self) -> str | None:
@@ -126,6 +129,9 @@ class SourceStatus:
     rows: int | None
     spark_ui_url: str | None
     error: str | None
+    #: The provider's refusal of the task's current try (``TaskRow.refusal``): shown to every
+    #: reader of the run, since it holds no driver text.
+    refusal: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -368,6 +374,7 @@ def _unreadable_source(task: TaskRow, attempts: int, driver: str, error: str | N
         rows=None,
         spark_ui_url=None,
         error=capped_text(error),
+        refusal=capped_text(task.refusal),
     )
 
 
@@ -408,6 +415,7 @@ def _source_status(task: TaskRow, ledgers: Sequence[Ledger | CorruptState], now:
         rows=None if rows is None else int(rows),
         spark_ui_url=safe_link(ledger.spark_ui_url) if running else None,
         error=error_summary(ledger.error)[0],
+        refusal=capped_text(task.refusal),
     )
 
 

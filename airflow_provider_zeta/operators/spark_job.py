@@ -83,9 +83,11 @@ from airflow_provider_zeta.core.deploy import (
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
 from airflow_provider_zeta.core.incarnation import (
+    REFUSAL_KEY,
     SENSOR_DECIDING_STATES,
     SENSOR_DECISION_XCOM,
     cleared_without_downstream,
+    refusal_record,
     sensor_still_deciding,
 )
 from airflow_provider_zeta.core.ledger import (
@@ -715,6 +717,10 @@ class ZetaSparkJobOperator(BaseOperator):
             reason = cleared_without_downstream(task_id, sensor_states, any(states.get(p) == "success" for p in points), decisions, token)
             if reason:
                 self.log.info("zeta.incarnation.cleared_without_downstream: %s", reason)
+                # Kept for the monitoring page, which shows it beside the source while this try is
+                # the task's current one (core.incarnation.current_refusal).
+                record = refusal_record(context["ti"].try_number, "cleared_without_downstream", reason)
+                set_kept(context["task_state_store"], REFUSAL_KEY, record)
                 raise AirflowFailException(f"[zeta.deploy.cleared_without_downstream] {reason}")
             deciding = sensor_still_deciding(task_id, sensor_states, decisions, token)
             if not deciding:

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 from airflow_provider_zeta.core.cleanup import ACTIVE_RUN_STATES, RunPhase, parse_cleanup_record
 from airflow_provider_zeta.core.freshness import describe_age
+from airflow_provider_zeta.core.incarnation import REFUSAL_KEY, current_refusal
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
 from airflow_provider_zeta.core.monitor import (
     ROLES,
@@ -202,10 +203,42 @@ def _task_rows(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str], lis
         TaskInstance.run_id.in_(sorted({r["run_id"] for r in runs})),
         TaskInstance.operator.in_(list(ROLES)),
     )
+    refusals = _refusals(session, runs)
     for dag_id, run_id, task_id, map_index, operator, state, try_number in session.execute(query).all():
         key = (dag_id, run_id)
         if key in found:
-            found[key].append(TaskRow(task_id, operator, state, int(map_index), int(try_number or 0)))
+            tries = int(try_number or 0)
+            refusal = current_refusal(refusals.get((dag_id, run_id, task_id, int(map_index))), state, tries)
+            found[key].append(TaskRow(task_id, operator, state, int(map_index), tries, refusal))
+    return found
+
+
+def _refusals(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str, str, int], Any]:
+    """The deploy tasks' refusal records (``core.incarnation.REFUSAL_KEY``) of ``runs``, from
+    Airflow's task state store: written by the tasks, not by the jobs."""
+    import json
+
+    from sqlalchemy import select
+
+    from airflow.models.task_state_store import TaskStateStoreModel
+
+    query = select(
+        TaskStateStoreModel.dag_id,
+        TaskStateStoreModel.run_id,
+        TaskStateStoreModel.task_id,
+        TaskStateStoreModel.map_index,
+        TaskStateStoreModel.value,
+    ).where(
+        TaskStateStoreModel.dag_id.in_(sorted({r["dag_id"] for r in runs})),
+        TaskStateStoreModel.run_id.in_(sorted({r["run_id"] for r in runs})),
+        TaskStateStoreModel.key == REFUSAL_KEY,
+    )
+    found: dict[tuple[str, str, str, int], Any] = {}
+    for dag_id, run_id, task_id, map_index, value in session.execute(query).all():
+        try:
+            found[(dag_id, run_id, task_id, int(map_index))] = json.loads(value) if isinstance(value, str) else value
+        except ValueError:
+            continue
     return found
 
 

@@ -103,7 +103,8 @@ _SECTION_TEMPLATE = (
     '<td class="mono">{{ source.task_id }}</td>'
     "<td>{{ source.task_state }}</td>"
     "<td>{{ badge(source.driver, source.driver_color) }}"
-    '{% if source.error %}<div class="err">{{ source.error }}</div>{% endif %}</td>'
+    '{% if source.error %}<div class="err">{{ source.error }}</div>{% endif %}'
+    '{% if source.refusal %}<div class="err" data-refusal="{{ source.task_id }}">{{ source.refusal }}</div>{% endif %}</td>'
     '<td class="mono">{{ source.token }}</td>'
     "<td>{{ source.heartbeat }}</td>"
     "<td>{{ source.checkpoint }}</td>"
@@ -183,6 +184,7 @@ def _source_view(source: Mapping[str, Any]) -> dict[str, Any]:
         "driver": source["driver"],
         "driver_color": DRIVER_COLORS.get(source["driver"], "#6b7280"),
         "error": source.get("error"),
+        "refusal": source.get("refusal"),
         "token": source["token"] or "-",
         "heartbeat": source["heartbeat_age_text"],
         "checkpoint": source["checkpoint_age_text"],
