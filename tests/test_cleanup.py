@@ -59,7 +59,7 @@ def page_runs(cluster, section: str) -> list[dict]:
 
 
 def test_run_ends_at_once_and_its_cleanup_happens_at_the_due_time(fake_driver_cluster, tmp_path):
-    """Run lifecycle (issue 14 item 1): with a retention window far longer than the bound, the run
+    """Run lifecycle: with a retention window far longer than the bound, the run
     is ``success`` within 30 s of its completed point; the data is kept until the due time the run
     recorded, shown on the Zeta page, and deleted then by the cleanup DAG — not before, and not a
     sweep period later."""
@@ -128,8 +128,8 @@ def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time
     # A's announcement is lost: no run of the cleanup DAG waits for its record any more, and the
     # runs that ended keep A's event out of the next run's window. Marked only once started: a run
     # marked success while still queued never gets a start date, and Airflow 3.3.2 then answers
-    # 500 to every GET /assets/events listing its event (apache/airflow#71360) — which failed a
-    # later test on this shared cluster in CI.
+    # 500 to every GET /assets/events listing its event (apache/airflow#71360) — which fails a
+    # later test on this shared cluster.
     for cleanup_run in cluster.wait_for(all_started, 60, "the cleanup DAG run of A's announcement started"):
         run_path = f"/dags/{CLEANUP_DAG}/dagRuns/{quote(cleanup_run['dag_run_id'], safe='')}"
         cluster.api("PATCH", run_path, {"state": "success"})
@@ -212,7 +212,7 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
     """A run cleared (or reprocessed by a backfill) after its retention window: the cleanup has
     deleted every attempt of incarnation 0, ledger and intent file included. Incarnation 1 must
     launch each source once and publish, not read the missing intent file as a state root this
-    host does not share (CI's chaos run failed every source of a reprocessed date that way)."""
+    host does not share (read that way, every source of a reprocessed date once failed)."""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     cluster.wait_for_dag(CLEANUP_DAG)
@@ -225,7 +225,7 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
     assert len(old_tokens) == 3
     logs = cluster.home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
     for source in SOURCES:
-        # Issue 16: each deploy task was ended by its trigger (one worker start, no resume), so no
+        # Each deploy task was ended by its trigger (one worker start, no resume), so no
         # try recorded driver_ended in the task state store.
         first_try = (logs / f"task_id=counting.deploy_{source}" / "attempt=1.log").read_text()
         assert first_try.count("::group::Pre Execute") == 1, f"deploy_{source} resumed on a worker"
@@ -256,7 +256,7 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
 
 @pytest.mark.parametrize("include_downstream", [False, True], ids=["without_downstream", "with_downstream"])
 def test_partial_clear_inside_the_window_loses_no_attempt_and_leaves_nothing(fake_driver_cluster, tmp_path, include_downstream):
-    """G5 (issue 14 item 2): deploy_beta, ready_to_close and completed_point of a published run
+    """G5: deploy_beta, ready_to_close and completed_point of a published run
     cleared through the REST clear endpoint, without downstream (its default: the cleanup is not
     cleared) and with it. Incarnation 1 publishes alpha's and gamma's incarnation-0 attempts and
     beta's new one. The old record falls due while incarnation 1 still runs (beta is held): its
@@ -447,7 +447,7 @@ def test_sweep_leaves_a_running_pipeline_alone(fake_driver_cluster, tmp_path):
 
 
 def test_a_source_marked_failed_while_it_ran_runs_again_when_its_run_is_cleared_after_the_cleanup(fake_driver_cluster, tmp_path):
-    """Issue 13 ("a cleared deploy task always re-runs"). A user marks a running source failed: its
+    """A cleared deploy task always re-runs. A user marks a running source failed: its
     trigger's on_kill stops the driver, but no try of the task records that the driver ended. The
     run fails, its cleanup deletes every attempt (ledger and intent file). A clear of the run (or a
     reprocessing backfill) must then launch every source again and publish. Before, the marked

@@ -61,7 +61,7 @@ def test_marking_the_deferred_task_failed_stops_its_driver(fake_driver_cluster, 
 
 
 def test_marking_a_task_that_waits_in_its_worker_failed_stops_its_driver(fake_driver_cluster, tmp_path):
-    """Issue 13, item 4 with ``deferrable=False``: no trigger runs, so no trigger's on_kill either;
+    """A task marked failed with ``deferrable=False``: no trigger runs, so no trigger's on_kill either;
     before the fix the task's own on_kill left the driver running after the user marked the task
     failed (until a sweep after the run). The oracle is the process table and the job's own
     launch log: the driver, which waits for a release file the test never writes, must be gone."""
@@ -85,7 +85,7 @@ def test_marking_a_task_that_waits_in_its_worker_failed_stops_its_driver(fake_dr
 
 
 def test_clearing_a_task_that_waits_in_its_worker_reruns_its_job_with_one_driver_at_a_time(fake_driver_cluster, tmp_path):
-    """Issue 13, item 5: a cleared deploy task always re-runs, also one cleared while RUNNING (with
+    """A cleared deploy task always re-runs, also one cleared while RUNNING (with
     ``deferrable=False`` it is RUNNING for its whole job). Airflow sets it RESTARTING, the worker's
     supervisor kills the try when its heartbeat is refused, the executor reports that try as ended,
     and the scheduler raises ``max_tries`` for a RESTARTING task so reported: the next try sees
@@ -121,8 +121,8 @@ def test_clearing_a_task_that_waits_in_its_worker_reruns_its_job_with_one_driver
 
 
 def test_a_state_root_the_observer_cannot_see_fails_naming_it_and_launches_nothing(fake_driver_cluster, tmp_path):
-    """Issue 13, item 1 on one host: the deferred task's observer finds neither the ledger nor the
-    intent file the launching try wrote (what a triggerer or worker on another host sees when
+    """A state root the observer cannot see, on one host: the deferred task's observer finds
+    neither the ledger nor the intent file the launching try wrote (what a triggerer or worker on another host sees when
     ``[zeta] state_root`` is not shared). Before the fix this read as "never started": the token
     was fenced and a second driver launched. Now: a clear error naming the option, no second launch."""
     cluster = fake_driver_cluster

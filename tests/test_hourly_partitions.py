@@ -41,8 +41,8 @@ def test_two_hourly_runs_of_one_day_publish_two_partitions(fake_driver_cluster, 
     conf = {"launch_log": str(log), "seconds": 1}
     # One run after the other: the first commit of an asset that no DAG declares is created by
     # Airflow when its first event arrives, and two such events at the same instant make Airflow
-    # fail one completed point (UNIQUE constraint on the asset; README, limitations). CI met it
-    # with both runs at once.
+    # fail one completed point (UNIQUE constraint on the asset; README, limitations). Both runs
+    # at once met it.
     run_ids = {}
     for hour in HOURS:
         run_ids[hour] = cluster.trigger_run(DAG_ID, f"{DAY}T{hour}:00:00Z", conf=conf)

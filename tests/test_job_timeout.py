@@ -1,4 +1,4 @@
-"""Issue 17: a driver running past ``job_timeout`` is stopped and its try fails, on real components.
+"""A driver running past ``job_timeout`` is stopped and its try fails, on real components.
 
 Fake driver cluster (real scheduler, triggerer, workers; the real driver bootstrap through the fake
 spark-submit). The oracle is independent of the provider's bookkeeping: the driver's pid, as the

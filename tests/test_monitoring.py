@@ -10,7 +10,7 @@ allow-lists (``zeta_harness.auth``): ``alice`` may read ``monitor_other`` only,
   extra link, by the admin, an unrestricted viewer, a DAG-scoped user and an anonymous client;
   then in real headless Chromium through the Airflow UI's login and navigation (screenshots under
   ``test-artifacts/``). No secret appears anywhere.
-* A job that prints credentials in every leaking form of issue 15 and a connection's bare
+* A job that prints credentials in every form that was found leaking and a connection's bare
   password: its output reaches the deploy task's log while the task is deferred (streamed by the
   trigger), masked by Airflow's masker and the provider's patterns; a user who may read runs but
   not task logs, expired and forged ``_token`` cookies, a job-written ledger with markup, secrets

@@ -246,7 +246,7 @@ def test_host_kills_soak(hosts_cluster):
 
 
 def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_runs_cleanup(hosts_cluster):
-    """Issue 13 ("a cleared deploy task always re-runs"), across hosts. A user marks north failed
+    """A cleared deploy task always re-runs, across hosts. A user marks north failed
     while its driver runs on worker host A: the trigger stops the driver, but no try records that
     it ended. The run fails and its cleanup deletes every attempt. Host A dies; the run is cleared.
     North's new try runs on host B, which cannot check A's processes and finds the attempt gone:

@@ -1,4 +1,4 @@
-"""A state root in an object store (issue 15): the driver's output reaches the task's log there too.
+"""A state root in an object store: the driver's output reaches the task's log there too.
 
 Real parts: an S3 server (moto's, a separate process on 127.0.0.1) holds ``[zeta] state_root``
 (``s3://zeta_s3@<bucket>/state``, through the Amazon provider's ``ObjectStoragePath`` filesystem

@@ -290,7 +290,7 @@ def _crash_triggerer_at(cluster, point: str, run_id: str, action) -> None:
 
 @pytest.mark.sqlite_only
 def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake_driver_cluster, tmp_path):
-    """Issue 16: a triggerer killed exactly while a trigger hands over its event, before the event
+    """A triggerer killed exactly while a trigger hands over its event, before the event
     is stored (armed crash points kill the whole triggerer in that loop pass). First the driver
     trigger of a finished job as it ends its deploy task from the triggerer (its report stored as
     the task's return value, then TaskSuccessEvent), then ready-to-close as it ends its sensor
@@ -353,7 +353,7 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
 
 @pytest.mark.sqlite_only
 def test_the_sensor_ends_on_a_report_stored_while_the_last_deploy_task_is_still_deferred(fake_driver_cluster, tmp_path):
-    """Issue 16: the last source's driver trigger stores its report (the deploy task's return value)
+    """The last source's driver trigger stores its report (the deploy task's return value)
     and then yields the event that ends its task, which Airflow applies at the triggerer's next
     beat. The ready-to-close trigger counts the stored report already (core.ready,
     REPORTED_WHILE_DEFERRED), so the sensor ends in the same beat, not one later. Here that trigger

@@ -54,7 +54,7 @@ def assert_complete(partition, reporting: dict[str, str], incarnation: int) -> N
 def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_partition_and_one_event_per_commit(
     fake_driver_cluster, tmp_path
 ):
-    """Issue 14 items 4 and 7. First publish (one consumer run); a re-execution of the completed
+    """First publish (one consumer run); a re-execution of the completed
     point (no-op: no consumer run); then a replacement (the sensor and the completed point cleared:
     a newer incarnation) whose first try is killed with SIGKILL after the old partition became a tombstone
     and before the new one was renamed in. The retry must publish the new partition, complete, and
@@ -125,7 +125,7 @@ def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_parti
 
 @pytest.mark.sqlite_only
 def test_two_dags_writing_one_table_for_one_date_refuse_clearly_and_lose_nothing(fake_driver_cluster, tmp_path):
-    """Issue 14 item 5. ``pipeline_counting`` and ``pipeline_counting_twin`` (same pipeline id, same
+    """``pipeline_counting`` and ``pipeline_counting_twin`` (same pipeline id, same
     table, same Asset) run with the same run id for the same date. The second must not report the
     first's commit as its own (nor emit an event for it), must not tombstone or delete it, and must
     fail naming the owner."""
@@ -174,8 +174,8 @@ def test_two_dags_writing_one_table_for_one_date_refuse_clearly_and_lose_nothing
 
 @pytest.mark.sqlite_only
 def test_a_reported_attempt_whose_ledger_is_gone_fails_the_wait_at_once(fake_driver_cluster, tmp_path):
-    """Issue 14 item 9, as a partial clear meets it: the run published; alpha's attempt directory
-    (ledger and staging) is then deleted from outside — as an older incarnation's cleanup did — and
+    """A reported attempt whose ledger is gone, as a partial clear meets it: the run published;
+    alpha's attempt directory (ledger and staging) is then deleted from outside — as an older incarnation's cleanup did — and
     the sensor and the completed point are cleared. alpha's report still stands (its deploy task was
     not cleared), so the new sensor must fail at once, naming alpha and its token, instead of
     counting alpha as missing until ready_timeout (600 s here, 6 h by default)."""

@@ -319,7 +319,8 @@ def run_scenario(
             if task_states() != before:
                 return "moved"
             # A worker kill may hit another DAG's task (the cleanup DAG's) while every scenario
-            # run has ended: nothing of the scenario is left to resume (CI waited 300 s here).
+            # run has ended: nothing of the scenario is left to resume (without this check the wait
+            # below runs its whole 300 s).
             states = run_states()
             return "idle" if states and all(s in ("success", "failed") for s in states.values()) else None
 

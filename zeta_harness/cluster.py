@@ -735,7 +735,7 @@ class AirflowCluster:
             headers["Authorization"] = f"Bearer {self.token()}"
         # Room for several sends: one send may itself wait the whole busy timeout before it is
         # refused (the API server's audit-log commit runs on its event loop, so while SQLite waits
-        # the whole server stalls; seen in CI on make demo's first POST /dagRuns).
+        # the whole server stalls; make demo's first POST /dagRuns met it).
         locked_deadline = time.monotonic() + 4 * SQLITE_BUSY_TIMEOUT_S
         while True:
             request = urllib.request.Request(self.api_url + path, data=data, method=method, headers=headers)
@@ -884,8 +884,8 @@ class AirflowCluster:
         states = set(states)
 
         def reached():
-            # 404 until the scheduler has created the run's task instances (a run just triggered:
-            # CI's shared cluster, right after a scheduler restart, took over a second).
+            # 404 until the scheduler has created the run's task instances (a run just triggered
+            # on a shared cluster right after a scheduler restart can take over a second).
             ti = self.task_instance(dag_id, run_id, task_id, map_index, expect=(200, 404))
             return ti if ti and ti.get("state") in states else None
 

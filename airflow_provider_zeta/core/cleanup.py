@@ -108,7 +108,7 @@ class CleanupRecord:
     adopted: tuple[int, ...] = ()  # incarnations whose records this one took over
     stopped_drivers: tuple[str, ...] = ()
     cleaned_at: float | None = None
-    # Written by versions before issue 14 (their ownership rule compared it); read, never used.
+    # Written by earlier versions of the provider (their ownership rule compared it); read, never used.
     task_max_tries: int | None = None
     # Which Airflow run wrote the record: a nonce the cleanup task keeps in its task state store
     # (``RUN_NONCE_KEY``), which lives and dies with the run. A run deleted and created again under
@@ -343,7 +343,7 @@ def owns(record: CleanupRecord, incarnation: int) -> bool:
     Only a record of the run's current incarnation is. A run cleared elsewhere since the record was
     written (a source, the ready-to-close and the completed point cleared without their downstream
     cleanup) has a newer incarnation that may read the older attempts: its record is adopted into a
-    new one with a full window, never carried out as written (issue 14: the old rule kept a record
+    new one with a full window, never carried out as written (an earlier rule kept a record
     as "own" when this task's ``max_tries`` was unchanged, and deleted at its due time the attempts
     of the sources that were not cleared, which the newer incarnation was publishing).
     """

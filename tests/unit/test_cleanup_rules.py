@@ -190,7 +190,7 @@ def test_leftovers_the_sweep_finds_get_the_runs_own_window_not_the_global_one():
 
 
 def test_a_record_of_an_older_incarnation_is_never_the_cleanups_own():
-    # Issue 14 item 2: the run's clear_number rose (deploy_b, ready_to_close and completed_point
+    # The run's clear_number rose (deploy_b, ready_to_close and completed_point
     # cleared without their downstream cleanup). The old rule kept the record as "own" because
     # this task's max_tries was unchanged, and at its due time deleted the attempts of deploy_a and
     # deploy_c, which the newer incarnation was publishing. A record of an older incarnation is
@@ -263,7 +263,7 @@ def test_record_not_yet_due_is_kept():
 
 
 def test_new_leftovers_joining_the_sweep_record_get_a_window_of_their_own():
-    # Issue 14 item 6: the merged record kept the old due time, so a leftover found 5 s before it
+    # The merged record once kept the old due time, so a leftover found 5 s before it
     # was deleted 5 s later. One record has one due time: it moves to now + retention (the older
     # paths are kept longer, never shorter).
     sweep_record = record(None, due=T0 + 5)
@@ -312,7 +312,7 @@ def test_chunks_of_another_record_are_detected():
 
 
 def test_every_stored_value_is_bounded_at_a_thousand_sources_and_many_stopped_drivers():
-    """Issue 14 item 10: the header held every stopped driver's token and passed 64 KiB for a wide
+    """The header once held every stopped driver's token and passed 64 KiB for a wide
     run, after which every retry of the cleanup failed. Every value must stay under the limit."""
     tokens = [f"{i:032x}" for i in range(5000)]
     wide = record(

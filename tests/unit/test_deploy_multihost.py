@@ -1,4 +1,5 @@
-"""Issue 13 on the pure core and the process adapter: hosts, clocks, liveness, detection.
+"""A cleared deploy task always re-runs, across hosts, on the pure core and the process adapter:
+hosts, clocks, liveness, detection.
 
 Each test names the defect it reproduces; every one failed on the code before the fix (a clock
 behind, a hostname shared by two containers, an unshared state root, "lost" taken for "stopped",

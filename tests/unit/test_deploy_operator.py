@@ -211,7 +211,7 @@ def _wait_for(check, timeout_s: float):
 
 
 def test_a_deferral_on_its_own_driver_carries_the_mark_and_report_the_trigger_needs_to_end_the_task(state_root, monkeypatch):
-    """Issue 16: the trigger ends the task itself only with the task's latest deferral mark (an
+    """The trigger ends the task itself only with the task's latest deferral mark (an
     XCom written before the trigger exists) and the report's source, task id and incarnation; a
     task with outlets keeps its worker's end (Airflow emits no Asset event for a trigger's end)."""
     from airflow.sdk import Asset
@@ -242,7 +242,7 @@ def test_a_deferral_on_its_own_driver_carries_the_mark_and_report_the_trigger_ne
 
 
 def test_a_cleared_task_finds_its_earlier_drivers_end_in_its_runs_commit_or_ready_set(monkeypatch):
-    """Issue 16: a deploy task ended by its trigger recorded no driver_ended. The run's completed
+    """A deploy task ended by its trigger records no driver_ended. The run's completed
     point (which runs again only after this task succeeded again) or ready-to-close sensor (which a
     clear of the whole run starts at once, wiping its value) names the token instead."""
     import json as jsonlib

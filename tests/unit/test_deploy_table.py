@@ -281,8 +281,8 @@ def test_reprocessing_a_run_whose_attempts_were_cleaned_is_not_an_unshared_state
     # The run ended (try 1 took the driver's result and said so in its record), its cleanup deleted
     # the attempt directory (intent file included); a week later the run is cleared or backfilled
     # with reprocessing. Every decision the new try takes, until it launches, must stay clear of
-    # state_root_not_shared: CI's chaos run (a backfill reprocessing a date after its retention
-    # window) failed every source there, on the decision taken after the fence.
+    # state_root_not_shared: a backfill reprocessing a date after its retention window once
+    # failed every source there, on the decision taken after the fence.
     rec = record(Phase.LAUNCHED, incarnation=0, try_number=1, max_tries=2, intent_on_storage=True, driver_ended=True)
     decision = decide(observe(rec=rec, led=None, incarnation=1, try_number=2, max_tries=3, intent_visible=False))
     assert decision.rule == "earlier_incarnation_ended" and decision.action is Action.FRESH_LAUNCH
@@ -448,7 +448,7 @@ def test_the_state_root_identity_is_written_once_and_read_back(tmp_path):
 
 
 def test_a_cleared_task_whose_trigger_ended_it_relaunches_at_once_after_the_cleanup_from_any_host():
-    # Issue 16: the driver trigger ended try 1 from the triggerer (TaskSuccessEvent), which cannot
+    # The driver trigger ended try 1 from the triggerer (TaskSuccessEvent), which cannot
     # write driver_ended into the task state store. The run's ready set, which names the token,
     # stands in: a clear after the run's cleanup launches at once on any host, instead of waiting
     # stopped_after for a driver that may still run (earlier_incarnation_cleanup_wait).

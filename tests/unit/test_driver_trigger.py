@@ -257,7 +257,7 @@ async def _first_event(trigger, timeout=5.0):
 
 
 def test_a_succeeded_driver_ends_its_task_from_the_triggerer_with_its_report(tmp_path, monkeypatch):
-    """Issue 16: no worker resumes for a succeeded driver. The report is stored first (the task's
+    """No worker resumes for a succeeded driver. The report is stored first (the task's
     return value, naming the deferral it was stored under), then the event that ends the task."""
     from airflow.triggers.base import TaskSuccessEvent
 

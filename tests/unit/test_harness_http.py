@@ -80,7 +80,7 @@ def test_another_server_error_is_raised_at_once(cluster):
 
 
 def test_a_request_that_waited_out_the_busy_timeout_is_still_sent_again(cluster, monkeypatch):
-    """CI's make demo: POST /dagRuns waited the whole busy timeout on the API server (whose audit-log
+    """make demo's first POST /dagRuns once waited the whole busy timeout on the API server (whose audit-log
     commit blocks its event loop while SQLite waits) and then answered "database is locked"; the
     retry budget had been spent by that one wait, so the demo failed instead of sending it again."""
     import zeta_harness.cluster as cluster_module
@@ -96,8 +96,8 @@ def test_a_request_that_waited_out_the_busy_timeout_is_still_sent_again(cluster,
 
 
 def test_waiting_for_a_dag_waits_through_its_404_until_it_is_parsed(cluster):
-    """CI: the dag-processor parses one file at a time, so right after a cluster start one DAG
-    answered 200 while zeta_cleanup still answered 404; the harness took that 404 body for the DAG
+    """The dag-processor parses one file at a time, so right after a cluster start one DAG may
+    answer 200 while zeta_cleanup still answers 404; the harness once took that 404 body for the DAG
     and failed two cleanup tests instead of waiting."""
     asked: list[str] = []
 

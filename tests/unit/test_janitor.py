@@ -163,7 +163,7 @@ def hdfs_like_storage(root: Path) -> StateStorage:
 
 
 def test_run_trees_are_pruned_on_storage_with_explicit_directories(tmp_path):
-    """Leak (issue 14, item 8): on HDFS-like storage the emptied run tree must not stay forever."""
+    """Leak: on HDFS-like storage the emptied run tree must not stay forever."""
     make_run(tmp_path)  # written locally; now looked at as an HDFS-like filesystem
     state = hdfs_like_storage(tmp_path / "state")
     opener = lambda root: hdfs_like_storage(Path(root))  # noqa: E731

@@ -1,4 +1,4 @@
-"""Issue 17: ``job_timeout`` — past it the driver is stopped and the try fails naming task and timeout.
+"""``job_timeout`` — past it the driver is stopped and the try fails naming task and timeout.
 
 The rule lives in ``core.deploy`` (rows ``job_timeout`` / ``job_timeout_reported``, ``timeout_wake_at``,
 ``trigger_should_fire(timeout_at=)``); elapsed time counts from the record's durable ``intent_at``,

@@ -1,4 +1,4 @@
-"""The completed point publishes a source only as its driver reported it (issue 14 items 3 and 8).
+"""The completed point publishes a source only as its driver reported it.
 
 ``core.publish.staging_problem`` compares the staging with the files the driver recorded in its
 ledger at finish; ``publish_partition`` applies it to every source before and after the copy, and
@@ -58,7 +58,7 @@ def stores(tmp_path):
 
 @pytest.mark.parametrize("damage", ["delete_dir", "delete_file", "truncate"])
 def test_a_staging_that_differs_from_the_ledger_publishes_nothing(stores, damage):
-    """Issue 14 item 3: a missing staging directory was published as an empty source."""
+    """A missing staging directory must not be published as an empty source (it once was)."""
     state, out = stores
     staging = stage(state, "tok1", ["eu", "us"])
     us_dir = state.local_path(staging["us"][0])
@@ -76,7 +76,7 @@ def test_a_staging_that_differs_from_the_ledger_publishes_nothing(stores, damage
 
 
 def test_a_publish_leaves_no_empty_pending_directory(stores):
-    """Issue 14 item 8: ``_zeta_pending/<dag>/<run>/`` stayed, empty, after every publish."""
+    """``_zeta_pending/<dag>/<run>/`` must not stay, empty, after a publish (it once stayed after every one)."""
     state, out = stores
     staging = stage(state, "tok1", ["eu", "us"], files=3)
     publish_partition(state, staging, out, partition_dir(DS), marker("tok1", ["eu", "us"]), None, RUN_KEY)

@@ -120,7 +120,7 @@ def run_deferred(early, incarnation=1, unverified=None):
 
 
 def test_a_report_stored_while_its_task_is_still_deferred_counts_a_beat_early():
-    """Issue 16: the driver trigger stores the report, then ends its task with TaskSuccessEvent,
+    """The driver trigger stores the report, then ends its task with TaskSuccessEvent,
     which Airflow applies at the triggerer's next beat. The stored report of this incarnation,
     under the task's latest deferral, of an attempt seen ending, verified, already counts; the
     ready set is the same as after the task's success."""
@@ -194,7 +194,7 @@ def test_report_from_a_newer_incarnation_is_a_contradiction():
 
 
 def test_a_reported_attempt_whose_ledger_is_gone_fails_fast_naming_source_and_token():
-    """Issue 14 item 9: waiting cannot bring a deleted ledger back (the report exists only because the
+    """Waiting cannot bring a deleted ledger back (the report exists only because the
     source task succeeded), so the wait fails now instead of after ready_timeout."""
     states = {t: "success" for t in EXPECTED.values()}
     reports = {t: report(s) for s, t in EXPECTED.items()}
@@ -242,7 +242,7 @@ def test_commit_id_depends_on_owner_tokens_partition_and_incarnation_only():
     assert a != commit_id("2026-01-02", 0, sources(eu="a", us="b"), OWNER)
     assert a != commit_id("2026-01-01", 1, sources(eu="a", us="b"), OWNER)
     assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_a", "pipe", "other_run"))
-    # Issue 14 item 5: scheduled__<ts> repeats in every DAG; the DAG and the pipeline are part of it.
+    # scheduled__<ts> repeats in every DAG; the DAG and the pipeline are part of it.
     assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_b", "pipe", OWNER.run_id))
     assert a != commit_id("2026-01-01", 0, sources(eu="a", us="b"), Owner("dag_a", "pipe2", OWNER.run_id))
 
@@ -271,7 +271,7 @@ def test_publish_decisions():
 @pytest.mark.parametrize("other", [Owner("dag_b", "pipe", OWNER.run_id), Owner("dag_a", "pipe2", OWNER.run_id)])
 @pytest.mark.parametrize("other_incarnation", [0, 1, 2])
 def test_a_partition_of_another_dag_or_pipeline_with_the_same_run_id_is_never_ours(other, other_incarnation):
-    """Issue 14 item 5: same run id, same ds, another DAG (or pipeline): whatever the incarnations,
+    """Same run id, same ds, another DAG (or pipeline): whatever the incarnations,
     never a no-op that reports the other's commit as ours, never a replacement (tombstone)."""
     srcs = sources(eu="a", us="b")
     theirs = marker_for(commit_id("d", other_incarnation, srcs, other), "d", other_incarnation, srcs, 5.0, other)
@@ -411,7 +411,7 @@ def test_wait_deadline_is_fixed_once_and_renewed_only_by_a_clear_of_the_sensor()
 
 
 def test_a_commit_is_announced_once():
-    """Issue 14 item 7: one Asset event per new commit; none for a no-op re-execution; the retry of
+    """One Asset event per new commit; none for a no-op re-execution; the retry of
     a try killed after its rename announces what that try could not."""
     from airflow_provider_zeta.core.publish import PublishDecision, should_announce
 

@@ -118,7 +118,7 @@ def test_reports_verified_before_deferring_are_not_read_again(tmp_path):
 
 
 def test_a_report_whose_ledger_is_gone_fails_the_wait_at_once(tmp_path):
-    """Issue 14 item 9: the wait failed only at ready_timeout (6 h by default)."""
+    """A report whose ledger is gone fails the wait at once, not only at ready_timeout (6 h by default) as it once did."""
     root = str(tmp_path)
     api = FakeApi(root, 3, already=3)
     gone = api.reports["pipe.deploy_src0001"]["token"]

@@ -1,7 +1,7 @@
 """The readiness probe of the test harness's Spark standalone cluster
 (``zeta_harness/spark_standalone.py``): a master whose web UI is up but not yet answering ``/json/``
-with JSON counts as not ready, not as a failed start (seen in CI: the UI served its HTML page to
-``/json/`` a second before the master was elected leader, and the real-Spark test failed with a
+with JSON counts as not ready, not as a failed start (the UI may serve its HTML page to
+``/json/`` a second before the master is elected leader, which once failed the real-Spark test with a
 JSONDecodeError)."""
 
 from __future__ import annotations

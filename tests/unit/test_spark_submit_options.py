@@ -1,4 +1,4 @@
-"""Issue 17: ZetaSparkJobOperator takes SparkSubmitOperator's options under the same names.
+"""ZetaSparkJobOperator takes SparkSubmitOperator's options under the same names.
 
 The command lines here are built by the installed ``SparkSubmitHook`` itself (no fake): each option
 must reach spark-submit as its flag. The hook's command builder is private

@@ -276,7 +276,7 @@ def test_the_ready_trigger_asks_soon_after_a_driver_ends_not_at_its_backoff(tmp_
 
 
 def test_the_ready_trigger_ends_on_a_report_stored_while_the_deploy_task_is_still_deferred(tmp_path):
-    """Issue 16: the deploy trigger stores its report at 3.7 s and ends its task a beat later (the
+    """The deploy trigger stores its report at 3.7 s and ends its task a beat later (the
     task stays 'deferred' here for good). The ready trigger must end on the stored report, with the
     same ready set, without waiting for the task's success; and it reads no XCom of a deferred
     task whose driver has not ended."""

@@ -1,4 +1,4 @@
-"""A careless job: prints credentials into its driver output, in every form issue 15 found leaking.
+"""A careless job: prints credentials into its driver output, in every form that was found leaking.
 
 The lines come from a JSON file the test writes (``lines_file``: the rows of
 ``tests/unit/test_redaction.py``); then the bare password of the ``zeta_secret`` connection on a line
