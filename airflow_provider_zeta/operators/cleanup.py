@@ -118,6 +118,7 @@ from airflow_provider_zeta.janitor import (
     write_record_file,
 )
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+from airflow_provider_zeta.storage import register_run
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -275,6 +276,9 @@ class DelayedCleanupOperator(BaseOperator):
             pipeline_id=self._pipeline_id(),
             tasks=self._owned_tasks(),
         )
+        # The cleanup DAG and the sweep list runs by their run.json, which a deploy writes when it
+        # launches: a run that launched nothing (marked failed first) has none without this.
+        register_run(state, dag_id, run_id)
         write_record_file(state, record)  # 1. the file: the durable intent, found by the cleanup DAG and the sweep
         self.failure_window("after_record_file", context)
         self._store(context, record)  # 2. the task's own copy (a retry resumes from it)

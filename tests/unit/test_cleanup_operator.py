@@ -244,3 +244,19 @@ def test_overdue_cleanups_count_pending_records_past_their_due_time_and_the_late
     overdue = overdue_cleanups(records, now)
     assert (overdue.count, overdue.most_late_s) == (2, 3600.0)
     assert overdue_cleanups([], now).count == 0
+
+
+# -- a run that launched nothing still has its record found by the cleanup DAG ----------------------
+
+
+def test_the_record_of_a_run_that_launched_nothing_is_listed_for_the_cleanup_dag(tmp_path, monkeypatch):
+    # No deploy launched (marked failed first, or every source failed before its launch): nothing
+    # wrote the run's run.json, by which the cleanup DAG and the sweep list runs; the cleanup task's
+    # record must be listed all the same, or it is never carried out.
+    from airflow_provider_zeta import janitor
+
+    monkeypatch.setenv("AIRFLOW__ZETA__STATE_ROOT", str(tmp_path / "state"))
+    storage = StateStorage.from_url(str(tmp_path / "state"))
+    cleanup_task().execute(Run().context())
+    assert records_on_disk(storage), "the cleanup task wrote no record"
+    assert (DAG, RUN) in janitor.list_runs(storage)
