@@ -262,11 +262,10 @@ class _Log:
     warning = exception = info
 
 
-def test_the_deploy_task_refuses_a_clear_without_downstream_of_a_published_run_before_launching(monkeypatch):
-    """The adapter: a try after a clear of the task alone (its max_tries rose) whose run's sensor
-    is still success fails before it launches anything, naming what to clear."""
+def _cleared_deploy_task(monkeypatch):
+    """The deploy task ``p.deploy_eu`` of a two-source pipeline at try 2 after a clear of it alone
+    (its max_tries rose): its finished attempt tok-a observed, launches recorded instead of made."""
     from airflow.sdk import DAG
-    from airflow.sdk.exceptions import AirflowFailException
 
     from airflow_provider_zeta import zeta_pipeline
     from airflow_provider_zeta.operators import spark_job
@@ -283,6 +282,17 @@ def test_the_deploy_task_refuses_a_clear_without_downstream_of_a_published_run_b
     monkeypatch.setattr(deploy, "_settings", lambda: (SimpleNamespace(state_root="/nowhere"), observation.timing, 1.0, 1.0))
     monkeypatch.setattr(spark_job, "open_state_storage", lambda root: None)
     monkeypatch.setattr(deploy, "partition", "ds=2026-01-01")  # rendered
+    return deploy, launched
+
+
+def test_the_deploy_task_refuses_a_clear_without_downstream_of_a_published_run_before_launching(monkeypatch):
+    """The adapter: a try after a clear of the task alone (its max_tries rose) whose run's sensor
+    is still success fails before it launches anything, naming what to clear."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_provider_zeta.operators import spark_job
+
+    deploy, launched = _cleared_deploy_task(monkeypatch)
     states = {"p.ready_to_close": "success", "p.completed_point": "success"}
     monkeypatch.setattr(spark_job, "_run_task_states", lambda context, task_ids: {t: states.get(t) for t in task_ids})
     ti = SimpleNamespace(dag_id="d", run_id="r", task_id="p.deploy_eu", map_index=-1, try_number=2, max_tries=1)
@@ -316,25 +326,12 @@ def test_the_deploy_task_refuses_a_clear_without_downstream_while_the_sensors_su
     its task instance is not ``success`` yet: a try after a clear of the task alone must still fail
     before it launches, or its new attempt would run and never be published. A sensor cleared with
     the task, still showing its previous try's record as its new try starts, does not refuse it."""
-    from airflow.sdk import DAG
     from airflow.sdk.exceptions import AirflowFailException
 
-    from airflow_provider_zeta import zeta_pipeline
     from airflow_provider_zeta.core.incarnation import SENSOR_DECISION_XCOM, sensor_decision
     from airflow_provider_zeta.operators import spark_job
 
-    with DAG(dag_id="d", schedule=None):
-        group = zeta_pipeline("p", sources={"eu": "/jobs/job.py", "us": "/jobs/job.py"}, output="/tmp/out")
-    deploy = group.children["p.deploy_eu"]
-    record = AttemptRecord(token="tok-a", incarnation=0, try_number=1, phase=Phase.LAUNCHED, intent_at=NOW - 50, launch_try=1, max_tries=0)
-    done = Ledger(token="tok-a", status=LedgerStatus.SUCCEEDED, started_at=NOW - 40, heartbeat_at=NOW - 30, incarnation=0)
-    observation = _observe(record, done, incarnation=1, try_number=2, max_tries=1)
-    launched = []
-    monkeypatch.setattr(deploy, "_observe", lambda *a, **k: observation)
-    monkeypatch.setattr(deploy, "_launch", lambda *a, **k: launched.append(1) or "launched")
-    monkeypatch.setattr(deploy, "_settings", lambda: (SimpleNamespace(state_root="/nowhere"), observation.timing, 1.0, 1.0))
-    monkeypatch.setattr(spark_job, "open_state_storage", lambda root: None)
-    monkeypatch.setattr(deploy, "partition", "ds=2026-01-01")  # rendered
+    deploy, launched = _cleared_deploy_task(monkeypatch)
     decided = sensor_decision({"eu": _report("eu", "tok-a"), "us": _report("us", "tok-us-1")})
     looks, outcome = LOOKS[case]
     xcoms: dict = {}
