@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import AbstractSet, Any, Mapping, Sequence
@@ -686,6 +687,101 @@ def schedule_carry_out(
         look_again_at = None
     return CarryOutSchedule(due, frozenset(taken), look_again_at)
 
+
+# -- overdue cleanups: what a missing, paused or failing cleanup DAG leaves behind ---------------
+
+#: The cleanup DAG's id as ``maintenance.zeta_cleanup_dag`` gives it (named in the overview's hint).
+CLEANUP_DAG_ID = "zeta_cleanup"
+#: The sweep DAG's id as ``maintenance.zeta_sweep_dag`` gives it.
+SWEEP_DAG_ID = "zeta_sweep"
+#: How long past its due time a pending record may be before the overview calls it overdue, seconds.
+#: A record whose event no waiting run of the cleanup DAG names is taken at the next listing, up to
+#: ``DEFAULT_RESCAN_INTERVAL`` late; a record is overdue only once that (and a minute) has passed,
+#: so a working cleanup DAG never shows any.
+OVERDUE_GRACE = DEFAULT_RESCAN_INTERVAL + 60.0
+
+
+@dataclass(frozen=True)
+class RecordSeen:
+    """One record file as a listing found it: the DAG whose directory holds it (never the DAG the
+    record names: a file is shown only to readers of its directory's DAG), its run's Airflow state
+    (``None``: the run no longer exists), the record or why it cannot be read, and ``where`` (its
+    path relative to the state root, or the run's directory when the run could not be read)."""
+
+    dag_id: str
+    run_state: str | None
+    record: CleanupRecord | CorruptState
+    where: str = ""
+
+
+@dataclass(frozen=True)
+class DagOverdue:
+    """One DAG's overdue cleanups: ``count`` records pending more than the grace past their due
+    time, the most overdue one ``most_late_s`` seconds late."""
+
+    dag_id: str
+    count: int
+    most_late_s: float
+
+
+@dataclass(frozen=True)
+class OverdueSummary:
+    dags: tuple[DagOverdue, ...]  # the DAGs with an overdue record, most late first
+    total: Overdue
+    sweep_records: int  # how many of the total are the sweep's own records
+    unreadable: tuple[tuple[str, str], ...]  # (dag_id, where) of each record that cannot be judged
+    grace: float
+    hint: str | None  # what to do; ``None`` when nothing is overdue or unreadable
+
+
+def overdue_summary(
+    seen: Sequence[RecordSeen], now: float, grace: float = OVERDUE_GRACE, cleanup_dag_id: str = CLEANUP_DAG_ID
+) -> OverdueSummary:
+    """The overview's overdue cleanups, per DAG and in total (``overdue_cleanups`` per DAG).
+
+    A record of a run Airflow shows queued or running is not overdue whatever its due time: its
+    tasks may still read its attempts, so the cleanup DAG looks at it again later (``decide_due``'s
+    ``run_active`` / ``newer_incarnation_active``); that wait is the rule, not a missing cleanup.
+    A record of a run that no longer exists is carried out at its due time (``run_gone``) and
+    counts. Sweep records count too, told apart in ``sweep_records``: only the sweep carries them
+    out. A record that cannot be read, or whose due time is not a finite moment, is listed in
+    ``unreadable`` on its own and never counted.
+    """
+    by_dag: dict[str, list[CleanupRecord]] = {}
+    unreadable: list[tuple[str, str]] = []
+    for entry in seen:
+        record = entry.record
+        if isinstance(record, CorruptState) or not (math.isfinite(record.due_at) and math.isfinite(record.created_at)):
+            unreadable.append((entry.dag_id, entry.where))
+        elif entry.run_state not in ACTIVE_RUN_STATES:
+            by_dag.setdefault(entry.dag_id, []).append(record)
+    rows = []
+    for dag_id, records in by_dag.items():
+        overdue = overdue_cleanups(records, now, grace)
+        if overdue.count:
+            rows.append(DagOverdue(dag_id, overdue.count, overdue.most_late_s))
+    rows.sort(key=lambda row: (-row.most_late_s, row.dag_id))
+    total = Overdue(sum(r.count for r in rows), max((r.most_late_s for r in rows), default=0.0))
+    sweep = overdue_cleanups([r for rs in by_dag.values() for r in rs if r.incarnation is None], now, grace).count
+    hints = []
+    if total.count > sweep:
+        hints.append(
+            f"{total.count - sweep} cleanup record(s) are pending past their due time: the cleanup DAG "
+            f"{cleanup_dag_id!r} is missing, paused or failing. Deploy dags/zeta_maintenance.py, unpause it "
+            f"or look at its failed runs; the sweep ({SWEEP_DAG_ID!r}) carries overdue records out on its next run."
+        )
+    if sweep:
+        hints.append(
+            f"{sweep} of the sweep's own record(s) are past due: only the sweep ({SWEEP_DAG_ID!r}) carries "
+            "them out, so it is missing, paused or failing."
+        )
+    if unreadable:
+        hints.append(
+            f"{len(unreadable)} cleanup record(s) cannot be read: nothing of their runs is deleted until each "
+            "is fixed or deleted (the sweep then gives the run's leftovers a record of its own)."
+        )
+    unreadable.sort()
+    return OverdueSummary(tuple(rows), total, sweep, tuple(unreadable), grace, " ".join(hints) or None)
 
 # -- the sweep ----------------------------------------------------------------------------------
 

@@ -8,6 +8,10 @@ OpenAPI schema or docs are served):
     configured auth manager, then ``batch_is_authorized_dag`` with ``DagAccessEntity.RUN``, as
     Airflow's own DAG-run list requires), newest first, one section at a time, paginated. Driver
     errors and Spark UI links only for DAGs whose task logs the user may read (``TASK_LOGS``).
+    Every answer also carries ``overdue_cleanups``: of those DAGs, how many cleanup records are
+    still pending more than ``core.cleanup.OVERDUE_GRACE`` past their due time, per DAG and in
+    total, how late the most overdue one is, each unreadable record on its own row, and what to do
+    (``Monitor.overdue``).
 ``GET /zeta/api/run?dag_id=&run_id=``
     One run; 403 without read access to the DAG's runs (``requires_access_dag``), 404 if unknown.
 ``GET /zeta/driver?dag_id=&run_id=&task_id=&map_index=``
@@ -16,7 +20,8 @@ OpenAPI schema or docs are served):
     task's log in the Airflow UI, which holds the driver's output masked by Airflow. Needs access
     to the DAG's task logs. The driver's log file is never served.
 ``GET /zeta/ui?...``
-    The HTML page (``page.py``); refreshes itself.
+    The HTML page (``page.py``); refreshes itself. The overview (not the page of one run) shows
+    the overdue cleanups above the sections.
 
 What is read: Airflow's metadata DB (dag runs and the provider's task instances, recognised by
 their operator class) through the API server's own session, and the state root (ledgers, cleanup
@@ -34,7 +39,15 @@ import time
 from dataclasses import asdict
 from typing import Any, Iterable
 
-from airflow_provider_zeta.core.cleanup import ACTIVE_RUN_STATES, RunPhase, parse_cleanup_record
+from airflow_provider_zeta.core.cleanup import (
+    ACTIVE_RUN_STATES,
+    CleanupRecord,
+    OverdueSummary,
+    RecordSeen,
+    RunPhase,
+    overdue_summary,
+    parse_cleanup_record,
+)
 from airflow_provider_zeta.core.freshness import describe_age
 from airflow_provider_zeta.core.incarnation import REFUSAL_KEY, current_refusal
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, LedgerStatus
@@ -79,8 +92,16 @@ class StateReader:
     def run_dirs(self, dag_id: str) -> set[str]:
         return set(self.storage.list_dir(f"{RUNS_DIR}/{safe_segment(dag_id)}"))
 
-    def facts(self, dag_id: str, run_id: str, run_state: str | None, tasks: list[TaskRow]) -> RunFacts:
-        from airflow_provider_zeta.observers import read_attempt_ledgers, read_state_file
+    def facts(
+        self,
+        dag_id: str,
+        run_id: str,
+        run_state: str | None,
+        tasks: list[TaskRow],
+        records: list[CleanupRecord | CorruptState] | None = None,
+    ) -> RunFacts:
+        """What the state root holds of one run; ``records``: its cleanup records, when already read."""
+        from airflow_provider_zeta.observers import read_attempt_ledgers
 
         base = run_dir(dag_id, run_id)
         ledgers: dict[tuple[str, int], list[Ledger | CorruptState]] = {}
@@ -96,20 +117,31 @@ class StateReader:
             for map_dir in self.storage.list_dir(f"{attempts}/{task_dir}"):
                 for token in self.storage.list_dir(f"{attempts}/{task_dir}/{map_dir}"):
                     attempt_paths.append(f"{attempts}/{task_dir}/{map_dir}/{token}")
-        records = []
+        if records is None:
+            records = [record for _, record in self.records(base)]
+        return RunFacts(dag_id, run_id, run_state, tasks, ledgers, records, attempt_paths)
+
+    def records(self, base: str) -> list[tuple[str, CleanupRecord | CorruptState]]:
+        """The cleanup records in ``<base>/cleanup/`` (a run's directory, relative to the state
+        root), each with its path; one that cannot be read is a ``CorruptState`` in its place."""
+        from airflow_provider_zeta.observers import read_state_file
+
+        found: list[tuple[str, CleanupRecord | CorruptState]] = []
         for name in self.storage.list_dir(f"{base}/{CLEANUP_DIR}"):
             if not name.endswith(".json"):
-                continue
-            where = self.storage.url_of(f"{base}/{CLEANUP_DIR}/{name}")
+                continue  # a temporary file of an interrupted atomic write
+            relative = f"{base}/{CLEANUP_DIR}/{name}"
+            where = self.storage.url_of(relative)
+            record: CleanupRecord | CorruptState | None
             try:
-                record = parse_cleanup_record(read_state_file(self.storage, f"{base}/{CLEANUP_DIR}/{name}"), where)
+                record = parse_cleanup_record(read_state_file(self.storage, relative), where)
             except CorruptState as error:
                 record = error
             except (RecursionError, OverflowError):
                 record = CorruptState(f"cleanup record {where} holds a value out of range or nested too deeply")
             if record is not None:
-                records.append(record)
-        return RunFacts(dag_id, run_id, run_state, tasks, ledgers, records, attempt_paths)
+                found.append((relative, record))
+        return found
 
 
 _RUN_COLUMNS = ("id", "dag_id", "run_id", "state", "logical_date", "run_after", "start_date", "end_date")
@@ -293,6 +325,34 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
     }
 
 
+def overdue_json(summary: OverdueSummary | None, error: str | None = None) -> dict[str, Any]:
+    """The overdue overview as the API returns it (``summary`` ``None``: it could not be made)."""
+    if summary is None:
+        return {"count": 0, "most_late_s": None, "most_late_text": "-", "grace_s": None, "sweep_records": 0,
+                "dags": [], "unreadable": [], "hint": None, "error": error}
+    most_late = finite_or_none(summary.total.most_late_s) if summary.total.count else None
+    return {
+        "count": summary.total.count,
+        "most_late_s": most_late,
+        "most_late_text": describe_age(most_late),
+        "grace_s": finite_or_none(summary.grace),
+        "sweep_records": summary.sweep_records,
+        "dags": [
+            {
+                "dag_id": row.dag_id,
+                "count": row.count,
+                "most_late_s": finite_or_none(row.most_late_s),
+                "most_late_text": describe_age(finite_or_none(row.most_late_s)),
+            }
+            for row in summary.dags
+        ],
+        # Only where the record is: its text may quote what was written into it (see _error_status).
+        "unreadable": [{"dag_id": dag_id, "where": where, "error": "cannot be read"} for dag_id, where in summary.unreadable],
+        "hint": summary.hint,
+        "error": error,
+    }
+
+
 class Monitor:
     """One request's view: the user's DAGs, their runs, and their statuses.
 
@@ -319,6 +379,10 @@ class Monitor:
         self.now = time.time()
         self._present: dict[str, set[str]] | None = None
         self._live: list[tuple[dict[str, Any], RunStatus]] | None = None
+        # The cleanup records read for the runs' statuses, per run directory: the overdue overview
+        # reuses them instead of reading them again.
+        self._seen: dict[tuple[str, str], list[RecordSeen]] = {}
+        self._overdue: dict[str, Any] | None = None
 
     def present_runs(self) -> dict[str, set[str]]:
         """Run directories on the state root, per readable DAG: the request's one storage pass."""
@@ -330,7 +394,8 @@ class Monitor:
         """The run's status; a run whose state cannot be read shows as an error on its own row."""
         try:
             if read_storage:
-                facts = self.reader.facts(row["dag_id"], row["run_id"], row["state"], tasks)
+                records = self._read_records(row["dag_id"], run_dir(row["dag_id"], row["run_id"]), row["state"])
+                facts = self.reader.facts(row["dag_id"], row["run_id"], row["state"], tasks, records)
             else:
                 facts = RunFacts(row["dag_id"], row["run_id"], row["state"], tasks)
             return run_status(facts, self.now, self.settings.driver_lost_after)
@@ -354,6 +419,48 @@ class Monitor:
                 pipelines=(),
                 error=f"its state on the state root cannot be read ({type(error).__name__})",
             )
+
+    def _read_records(self, dag_id: str, base: str, run_state: str | None) -> list[CleanupRecord | CorruptState]:
+        """The cleanup records of the run directory ``base``, kept for the overdue overview. If they
+        cannot be listed, the overview shows that directory as unreadable, and the error is raised."""
+        try:
+            found = self.reader.records(base)
+        except Exception as error:
+            self._seen[(dag_id, base)] = [
+                RecordSeen(dag_id, run_state, CorruptState(type(error).__name__), f"{base}/{CLEANUP_DIR}")
+            ]
+            raise
+        self._seen[(dag_id, base)] = [RecordSeen(dag_id, run_state, record, where) for where, record in found]
+        return [record for _, record in found]
+
+    def overdue(self) -> dict[str, Any]:
+        """The overview's overdue cleanups of the readable DAGs (``core.cleanup.overdue_summary``).
+
+        Cost: none beyond the listing's own for the runs it shows (their records were read for
+        their statuses); a run directory no listed run owns (its run was deleted from Airflow) costs
+        one listing of its ``cleanup/`` and one read per record. The cleanup DAG has no cheaper
+        index either: it lists the pending records the same way. One unreadable record or
+        directory is a row of its own; nothing here fails the request.
+        """
+        if self._overdue is None:
+            try:
+                self.live_statuses()
+                for dag_id, names in sorted(self.present_runs().items()):
+                    for name in sorted(names):
+                        base = f"{RUNS_DIR}/{safe_segment(dag_id)}/{name}"
+                        if (dag_id, base) not in self._seen:
+                            try:
+                                self._read_records(dag_id, base, None)  # no run in Airflow: run_gone
+                            except Exception as error:  # shown as unreadable on its own row
+                                log.warning(
+                                    "zeta.monitor.records_unreadable: %s (%s)", base, type(error).__name__
+                                )
+                seen = [entry for entries in self._seen.values() for entry in entries]
+                self._overdue = overdue_json(overdue_summary(seen, self.now))
+            except Exception as error:  # the overview must not break the page
+                log.warning("zeta.monitor.overdue_unreadable: %s", type(error).__name__)
+                self._overdue = overdue_json(None, error=f"overdue cleanups cannot be read ({type(error).__name__})")
+        return self._overdue
 
     def live_statuses(self) -> list[tuple[dict[str, Any], RunStatus]]:
         """Statuses of the runs that are active or still have data: computed once per request."""
@@ -464,6 +571,7 @@ class Monitor:
             "offset": offset,
             "generated_at": self.now,
             "runs": [self._run_json(status, row) for row, status in page],
+            "overdue_cleanups": self.overdue(),
         }
 
     def _run_json(self, status: RunStatus, row: dict[str, Any]) -> dict[str, Any]:
@@ -657,6 +765,7 @@ def build_app():
     ) -> HTMLResponse:
         monitor = monitor_for(user, session, dag_id)
         offsets = {Section.RUNNING: running_offset, Section.RETAINED: retained_offset, Section.ENDED: ended_offset}
+        overdue = None  # the overview's overdue cleanups; the page of one run does not show them
         if run_id and dag_id:
             found = monitor.run(dag_id, run_id)
             sections = {
@@ -667,7 +776,10 @@ def build_app():
                 sections[section] = {"section": section.value, "total": 1, "limit": limit, "offset": 0, "runs": [found]}
         else:
             sections = {s: monitor.section(s, limit, offsets[s]) for s in Section}
-        content = page.render_sections(sections, dict(request.query_params), monitor.now, dag_id=dag_id, run_id=run_id)
+            overdue = monitor.overdue()
+        content = page.render_sections(
+            sections, dict(request.query_params), monitor.now, dag_id=dag_id, run_id=run_id, overdue=overdue
+        )
         return HTMLResponse(content if fragment else page.render_page(content))
 
     return app

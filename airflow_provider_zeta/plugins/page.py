@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment
 from markupsafe import Markup
 
+from airflow_provider_zeta.core.freshness import describe_age
 from airflow_provider_zeta.core.monitor import Section
 
 REFRESH_SECONDS = 5
@@ -145,6 +146,34 @@ _META_TEMPLATE = (
     'refreshes every {{ refresh }} s<span id="zeta-refresh-error"></span>.</p>'
 )
 
+# The overview's overdue cleanups (``Monitor.overdue``): a line when there are none, else a table of
+# the DAGs with overdue records (and a total), one row per unreadable record, and what to do.
+_OVERDUE_TEMPLATE = (
+    '<div id="zeta-overdue" data-overdue-count="{{ count }}" data-unreadable-count="{{ unreadable|length }}">'
+    "{% if error %}"
+    '<p class="err" data-error="overdue">{{ error }}</p>'
+    "{% elif not count and not unreadable %}"
+    '<p class="meta">Overdue cleanups: none (records pending more than {{ grace }} past their due time).</p>'
+    "{% else %}"
+    '<h2 id="section-overdue">Overdue cleanups ({{ count }})</h2>'
+    '<p class="hint" data-hint="overdue">{{ hint }}</p>'
+    '<table data-section="overdue"><thead><tr><th>DAG</th><th>records past due + {{ grace }}</th>'
+    "<th>most overdue by</th></tr></thead><tbody>"
+    "{% for row in dags %}"
+    '<tr data-overdue-dag="{{ row.dag_id }}"><td class="mono">{{ row.dag_id }}</td>'
+    '<td class="count">{{ row.count }}</td><td class="late">{{ row.most_late_text }}</td></tr>'
+    "{% endfor %}"
+    "{% for row in unreadable %}"
+    '<tr data-unreadable="{{ row.dag_id }}"><td class="mono">{{ row.dag_id }}</td>'
+    '<td colspan="2" class="err">{{ row.where }}: {{ row.error }}</td></tr>'
+    "{% endfor %}"
+    '<tr class="run" data-overdue-total="{{ count }}"><td>total</td><td class="count">{{ count }}</td>'
+    '<td class="late">{{ most_late }}</td></tr>'
+    "</tbody></table>"
+    "{% endif %}"
+    "</div>"
+)
+
 _PAGE_TEMPLATE = (
     '<!doctype html><html><head><meta charset="utf-8"><title>Zeta pipelines</title>'
     '<meta name="viewport" content="width=device-width, initial-scale=1"><style>{{ style }}</style>'
@@ -159,6 +188,7 @@ _PAGE_TEMPLATE = (
 _ENV = Environment(autoescape=True, finalize=lambda value: "" if value is None else value)
 _SECTION = _ENV.from_string(_SECTION_TEMPLATE)
 _META = _ENV.from_string(_META_TEMPLATE)
+_OVERDUE = _ENV.from_string(_OVERDUE_TEMPLATE)
 _PAGE = _ENV.from_string(_PAGE_TEMPLATE)
 
 
@@ -234,19 +264,38 @@ def render_section(section: Section, data: Mapping[str, Any], query: Mapping[str
     )
 
 
+def render_overdue(overdue: Mapping[str, Any]) -> str:
+    """The overdue cleanups of the overview, from the API's ``overdue_cleanups``."""
+    grace = overdue.get("grace_s")
+    return _entities(
+        _OVERDUE.render(
+            error=overdue.get("error"),
+            count=overdue.get("count") or 0,
+            most_late=overdue.get("most_late_text") or "-",
+            grace="-" if grace is None else describe_age(grace),
+            dags=overdue.get("dags") or [],
+            unreadable=overdue.get("unreadable") or [],
+            hint=overdue.get("hint"),
+        )
+    )
+
+
 def render_sections(
     sections: Mapping[Section, Mapping[str, Any]],
     query: Mapping[str, str],
     now: float,
     dag_id: str | None = None,
     run_id: str | None = None,
+    overdue: Mapping[str, Any] | None = None,
 ) -> str:
+    """The page's content; ``overdue``: the overview's overdue cleanups (not shown for one run)."""
     meta = _entities(
         _META.render(
             dag_id=dag_id, run_id=run_id, updated=time.strftime("%H:%M:%S", time.localtime(now)), refresh=REFRESH_SECONDS
         )
     )
-    return meta + "".join(render_section(section, sections[section], query) for section in Section)
+    head = meta + (render_overdue(overdue) if overdue is not None else "")
+    return head + "".join(render_section(section, sections[section], query) for section in Section)
 
 
 def render_page(content: str) -> str:
