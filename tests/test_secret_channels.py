@@ -1,12 +1,18 @@
-"""Real components: a fake-driver job prints its connection's secrets in many forms and fails its
-first try with the password in its error; the second try succeeds. No channel but the task log
-carries driver text, and the task log of every try, the task instance (details, tries, rendered
-fields), its XComs and the component logs on disk hold neither a secret nor any 10-character
-fragment of one.
+"""Real components: a fake-driver job prints its connection's secrets in every printed form of
+``tests/secret_forms.py`` (the unit matrix's list) and fails its first try with the password in its
+error; the second try succeeds. No channel but the task log carries driver text:
 
-The oracle is independent of the provider: the secret literals below, searched for in what the REST
-API serves and in the cluster's files. The job's raw ``driver.log`` must hold them (so the check
-can fail).
+- the task log of every try (REST) holds no secret nor any 10-character fragment of one, but for
+  the documented limits (base64, hex, a value the job splits over two lines), which reach it as
+  printed — the log is cut at the job's marker lines, so each form is judged alone;
+- the task instance (details, rendered fields), its tries, XComs, the retry e-mail received by a
+  real SMTP server, the ``on_retry_callback``'s and a listener's view of the first try's exception,
+  every route of the monitoring plugin read as the admin and as a viewer, the task's extra links
+  and the components' own logs on disk hold no fragment of any of them, limits included.
+
+The oracle is independent of the provider: the secret literals, searched for in what the REST API,
+the plugin and the SMTP server serve and in the cluster's files. The job's raw ``driver.log`` must
+hold them (so the check can fail).
 """
 
 from __future__ import annotations
@@ -14,37 +20,40 @@ from __future__ import annotations
 import json
 import urllib.parse
 
+import pytest
+
 from tests.conftest import spark_env
+from tests.secret_forms import (
+    CALLBACK_SOURCE,
+    CONNECTION,
+    FORMS,
+    LIMITS,
+    LISTENER_PLUGIN,
+    PASSWORD,
+    S3_SECRET,
+    USERS_ENV,
+    Mailbox,
+    channel_leaks,
+    forms_in,
+    limits_shown,
+    plugin_channels,
+    readable_json,
+    readable_mail,
+    task_log_leaks,
+    write_job,
+)
 
 DAG_ID = "secret_channels"
-PASSWORD = "Tr0ub4dor&3+x/y=z!Qq7-chan"
-S3_SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYchanKEY"
-SECRETS = [PASSWORD, S3_SECRET]
+TASK_ID = "leaky"
+RECIPIENT = "oncall@example.com"
 
-JOB = r'''
-import json, os, sys
-from urllib.parse import quote
-conn = json.loads(os.environ["AIRFLOW_CONN_ZETA_LEAK"])
-pw, s3 = conn["password"], conn["extra"]["s3_secret_key"]
-lines = [
-    pw,
-    f"password={pw} user=scott",
-    f"jdbc:postgresql://db/sales?user=scott&password={pw}&ssl=true",
-    json.dumps({"password": pw}),
-    json.dumps(json.dumps({"password": pw})),
-    f"mysql -u scott -p{pw} sales",
-    f"encoded {quote(pw, safe='')}",
-    f"<name>fs.s3a.secret.key</name><value>{s3}</value>",
-    repr([("spark.hadoop.fs.s3a.secret.key", s3)]),
-    f"java.sql.SQLException: Access denied (using password: {pw})",
-    "x" * (8 * 1024 - 9) + pw + " after the cut",
-]
-for line in lines:
-    print(line, flush=True)
+#: The first try fails with the connection's secrets in its error; the second succeeds.
+FAIL_ONCE = r'''
 marker = os.path.join(os.environ["ZETA_LEAK_DIR"], "failed-once")
 if not os.path.exists(marker):
     open(marker, "w").close()
-    raise SystemExit(f"cannot connect with password {pw} and key {s3}")
+    conn = json.loads(os.environ["AIRFLOW_CONN_ZETA_LEAK"])
+    raise SystemExit(f"cannot connect with password {conn['password']} and key {conn['extra']['s3_secret_key']}")
 '''
 
 DAG = '''
@@ -52,61 +61,107 @@ from datetime import datetime, timedelta, timezone
 from airflow.sdk import DAG
 from airflow_provider_zeta import ZetaSparkJobOperator
 
-with DAG(dag_id="secret_channels", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False):
+with DAG(dag_id=DAG_ID, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False):
     ZetaSparkJobOperator(
-        task_id="leaky",
+        task_id=TASK_ID,
         application=JOB_PATH,
+        application_args=["--password", "{{ conn.zeta_leak.extra_dejson.app_password }}"],
         retries=1,
         retry_delay=timedelta(seconds=1),
-        conf={"spark.hadoop.fs.s3a.secret.key": S3_SECRET},
-        env_vars={"ZETA_LEAK_DIR": LEAK_DIR},
+        poll_interval=1,
+        email=[RECIPIENT],
+        email_on_retry=True,
+        email_on_failure=True,
+        on_retry_callback=write_exception("retry_callback"),
+        conf={"spark.hadoop.fs.s3a.secret.key": "{{ conn.zeta_leak.extra_dejson.s3_secret_key }}"},
+        env_vars={
+            "ZETA_LEAK_DIR": LEAK_DIR,
+            "ZETA_FORMS": FORMS_PATH,
+            "SERVICE_TOKEN": "{{ conn.zeta_leak.extra_dejson.service_token }}",
+        },
     )
 '''
 
 
-def fragments(secret: str, size: int = 10) -> list[str]:
-    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+@pytest.fixture
+def mailbox():
+    box = Mailbox()
+    box.start()
+    yield box
+    box.stop()
 
 
-def leaks(text: str) -> list[str]:
-    return sorted({f for secret in SECRETS for f in fragments(secret) if f in text})
-
-
-def test_driver_secrets_reach_no_channel_but_the_masked_task_log(airflow_cluster, tmp_path):
-    dags = tmp_path / "dags"
+def test_driver_secrets_reach_no_channel_but_the_masked_task_log(airflow_cluster, mailbox, tmp_path):
+    dags, plugins = tmp_path / "dags", tmp_path / "plugins"
     dags.mkdir()
-    job = tmp_path / "leaky_job.py"
-    job.write_text(JOB)
-    (dags / "secret_channels.py").write_text(
-        f"JOB_PATH = {str(job)!r}\nLEAK_DIR = {str(tmp_path)!r}\nS3_SECRET = {S3_SECRET!r}\n" + DAG
+    plugins.mkdir()
+    job, forms = write_job(tmp_path)
+    with open(job, "a") as out:
+        out.write(FAIL_ONCE)
+    (dags / f"{DAG_ID}.py").write_text(
+        f"DAG_ID = {DAG_ID!r}\nTASK_ID = {TASK_ID!r}\nJOB_PATH = {job!r}\nFORMS_PATH = {forms!r}\n"
+        f"LEAK_DIR = {str(tmp_path)!r}\nRECIPIENT = {RECIPIENT!r}\n" + CALLBACK_SOURCE + DAG
     )
-    connection = {"conn_type": "generic", "login": "scott", "password": PASSWORD, "extra": {"s3_secret_key": S3_SECRET}}
-    cluster = airflow_cluster(dags, extra_env={**spark_env(fake=True), "AIRFLOW_CONN_ZETA_LEAK": json.dumps(connection)})
+    (plugins / "zeta_leak_listener.py").write_text(LISTENER_PLUGIN)
+    cluster = airflow_cluster(
+        dags,
+        extra_env={
+            **spark_env(fake=True),
+            **USERS_ENV,
+            "AIRFLOW_CONN_ZETA_LEAK": json.dumps(CONNECTION),
+            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(mailbox.smtp_connection()),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
+            "ZETA_LEAK_DIR": str(tmp_path),
+        },
+    )
     cluster.wait_for_dag(DAG_ID)
     run_id = cluster.trigger_run(DAG_ID, "2026-04-01T00:00:00Z")
     run = cluster.wait_for_run(DAG_ID, run_id, states={"success", "failed"}, timeout=300)
-    ti = cluster.task_instance(DAG_ID, run_id, "leaky")
+    ti = cluster.task_instance(DAG_ID, run_id, TASK_ID)
     assert run["state"] == "success" and int(ti["try_number"]) == 2, (run, ti)
 
-    # The oracle can fail: the job printed both secrets into its raw output.
+    # The oracle can fail: the job printed every secret into its raw output.
     raw = "\n".join(p.read_text(errors="replace") for p in cluster.home.rglob("driver.log"))  # under the state root
     assert PASSWORD in raw and S3_SECRET in raw, "the job's raw output lacks the secrets: the oracle cannot fail"
+    unmasked = task_log_leaks(raw)
+    assert len(unmasked) == len(FORMS), f"the oracle sees only {len(unmasked)} of {len(FORMS)} forms unmasked"
 
     quoted = urllib.parse.quote(run_id, safe="")
-    base = f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances/leaky"
-    channels: dict[str, str] = {}
+    base = f"/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances/{TASK_ID}"
+    task_logs: dict[str, str] = {}
     for try_number in (1, 2):
-        log = cluster.api("GET", f"{base}/logs/{try_number}?full_content=true")
-        channels[f"task log of try {try_number} (REST)"] = json.dumps(log, ensure_ascii=False)
-    assert "zeta.deploy.driver_failed" in channels["task log of try 1 (REST)"]
-    assert "[driver] " in channels["task log of try 1 (REST)"]
-    channels["task instance"] = json.dumps(cluster.api("GET", base), ensure_ascii=False)
-    channels["tries"] = json.dumps(cluster.api("GET", f"{base}/tries"), ensure_ascii=False)
+        log = readable_json(cluster.api("GET", f"{base}/logs/{try_number}?full_content=true"))
+        task_logs[f"task log of try {try_number} (REST)"] = log
+        # Every form reached the log (streamed, one marker each), the limits as printed.
+        seen = forms_in(log)
+        missing = set(range(len(LIMITS) + len(FORMS))) - {int(m) for m in seen if m != "end"}
+        assert not missing and "end" in seen, (try_number, sorted(missing))
+        assert limits_shown(log) == [name for name, _, _ in LIMITS], (try_number, limits_shown(log))
+    assert "zeta.deploy.driver_failed" in task_logs["task log of try 1 (REST)"]
+    leaked = {name: task_log_leaks(text) for name, text in task_logs.items() if task_log_leaks(text)}
+
+    messages = mailbox.wait(timeout=60)
+    retry_callback, listener = tmp_path / "retry_callback.txt", tmp_path / "listener.txt"
+    cluster.wait_for(lambda: retry_callback.exists() and listener.exists(), timeout=60, what="the retry callback's and listener's files")
+    assert len(messages) == 1 and mailbox.recipients == [[RECIPIENT]], (mailbox.recipients, messages)
+    channels: dict[str, str] = {
+        "retry e-mail": readable_mail(messages[0]),
+        "on_retry_callback": retry_callback.read_text(),
+        "listener": listener.read_text(),
+    }
+    # Each consumer got the first try's real exception: the rule the deploy failed by.
+    for name, text in channels.items():
+        assert "zeta.deploy.driver_failed" in text, (name, text[:4000])
+    assert "up_for_retry" in channels["retry e-mail"], channels["retry e-mail"][:4000]
+
+    channels["task instance"] = readable_json(cluster.api("GET", base))
+    channels["tries"] = readable_json(cluster.api("GET", f"{base}/tries"))
     xcoms = cluster.api("GET", f"{base}/xcomEntries")
     values = [cluster.api("GET", f"{base}/xcomEntries/{urllib.parse.quote(e['key'], safe='')}?deserialize=true", expect=(200, 404))
               for e in xcoms.get("xcom_entries", [])]
-    channels["xcoms"] = json.dumps([xcoms, values], ensure_ascii=False, default=str)
+    channels["xcoms"] = readable_json([xcoms, values])
+    channels.update(plugin_channels(cluster, DAG_ID, run_id, TASK_ID))
     for path in sorted((cluster.home / "component-logs").glob("*.log")):
         channels[f"component log {path.name}"] = path.read_text(errors="replace")
-    leaked = {name: leaks(text) for name, text in channels.items() if leaks(text)}
+    leaked.update({name: channel_leaks(text) for name, text in channels.items() if channel_leaks(text)})
     assert not leaked, (sorted(leaked), leaked)
