@@ -6,7 +6,9 @@
 * ``publish_windows``: the counting pipeline (three sources) wired by hand so that its completed
   point is ``WindowedCompletedPoint``: ``conf["crash_at"] = <window>`` kills the completed point's
   task process with SIGKILL the first time it reaches that named window (``conf["crash_marker"]``
-  records it); so is its cleanup, ``WindowedDelayedCleanup`` (window ``after_record_file``). Output:
+  records it); so is its cleanup, ``WindowedDelayedCleanup`` (window ``after_record_file``).
+  ``conf["hold_at"] = <window>`` instead holds the completed point there the first time (until its
+  task process is killed, e.g. by a clear; ``conf["hold_marker"]`` records it). Output:
   ``$AIRFLOW_HOME/pipeline-output-windows``, Asset ``publish_windows.counting``.
 * ``publish_windows_consumer``: scheduled on that Asset; each of its runs is one event consumed
   (one event per new commit, none for a no-op re-execution).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -70,9 +73,25 @@ def crash_once_at(operator, name, context):
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def hold_once_at(operator, name, context):
+    conf = context["dag_run"].conf or {}
+    if conf.get("hold_at") != name:
+        return
+    marker = Path(conf["hold_marker"])
+    if marker.exists():
+        return
+    marker.write_text(str(os.getpid()))
+    operator.log.warning("test: holding the task at window %s", name)
+    # Long enough for the test to act; a clear kills the task process well before.
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 class WindowedCompletedPoint(CompletedPointOperator):
     def failure_window(self, name, context):
         crash_once_at(self, name, context)
+        hold_once_at(self, name, context)
 
 
 class WindowedDelayedCleanup(DelayedCleanupOperator):
