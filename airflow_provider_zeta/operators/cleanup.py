@@ -81,6 +81,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.cleanup import (
+    CLEANUP_DAG_ID,
     DEFAULT_RESCAN_INTERVAL,
     RECORD_KEY,
     RUN_NONCE_KEY,
@@ -130,7 +131,7 @@ CLEANUP_ASSET = Asset(name="zeta_cleanup_recorded", uri="zeta://cleanup/recorded
 EVENT_KEY = "zeta_cleanup"
 #: The id ``maintenance.zeta_cleanup_dag`` gives the cleanup DAG; a pipeline's cleanup task warns when
 #: no DAG of this id is deployed, or it is paused.
-DEFAULT_CLEANUP_DAG_ID = "zeta_cleanup"
+DEFAULT_CLEANUP_DAG_ID = CLEANUP_DAG_ID
 
 
 class DelayedCleanupOperator(BaseOperator):
