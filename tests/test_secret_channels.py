@@ -164,4 +164,4 @@ def test_driver_secrets_reach_no_channel_but_the_masked_task_log(airflow_cluster
     for path in sorted((cluster.home / "component-logs").glob("*.log")):
         channels[f"component log {path.name}"] = path.read_text(errors="replace")
     leaked.update({name: channel_leaks(text) for name, text in channels.items() if channel_leaks(text)})
-    assert not leaked, (sorted(leaked), leaked)
+    assert not leaked, "leaks in: " + "; ".join(sorted(leaked)) + f"\n{leaked}"

@@ -143,4 +143,5 @@ def test_a_failed_deploys_email_callback_listener_and_plugin_carry_no_driver_sec
     leaked = {name: channel_leaks(text) for name, text in channels.items() if channel_leaks(text)}
     if task_log_leaks(task_log):
         leaked["task log"] = task_log_leaks(task_log)
-    assert not leaked, (sorted(leaked), leaked, {name: channels.get(name, task_log)[:6000] for name in leaked})
+    shown = {name: channels.get(name, task_log)[:6000] for name in leaked}
+    assert not leaked, "leaks in: " + "; ".join(sorted(leaked)) + f"\n{leaked}\n{shown}"
