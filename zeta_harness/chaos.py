@@ -296,7 +296,8 @@ def run_scenario(
         before = task_states()
         if component == "worker":
             # Deferred tasks hold no worker: wait a little for one to be busy, else kill another part.
-            deadline, killed = time.monotonic() + 10, []
+            deadline = time.monotonic() + 10
+            killed: list[int] = []
             while not killed and time.monotonic() < deadline:
                 killed = kill_workers(cluster)
                 if not killed:

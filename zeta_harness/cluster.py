@@ -65,10 +65,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from zeta_harness import teardown
 from zeta_harness.hosts import REPOSITORY_ROOT, NamespaceHost
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
 #: CeleryExecutor mode: what runs on the main host; the triggerer and each ``worker-N`` (a Celery
@@ -345,7 +348,7 @@ class AirflowCluster:
         self.health_threshold_s = health_threshold_s
         self.task_heartbeat_timeout_s = task_heartbeat_timeout_s
         self.parallelism = parallelism
-        self._sqlalchemy_engine = None
+        self._sqlalchemy_engine: Engine | None = None
 
     # ------------------------------------------------------------------ setup / teardown
 

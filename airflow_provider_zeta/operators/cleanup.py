@@ -186,6 +186,7 @@ class DelayedCleanupOperator(BaseOperator):
         stored = self._stored(context)
         run_nonce = self._run_nonce(context)
         file_path = cleanup_record_path(dag_id, run_id, self.task_id, incarnation)
+        on_file: CleanupRecord | CorruptState | None
         try:
             on_file = parse_cleanup_record(state.read_bytes(file_path), state.url_of(file_path))
         except CorruptState as error:

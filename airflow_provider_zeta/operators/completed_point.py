@@ -88,7 +88,7 @@ from airflow.sdk import AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_zeta.task_state import set_kept
-from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
+from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
     OUTPUT_DIR,
@@ -275,6 +275,7 @@ class CompletedPointOperator(BaseOperator):
             if decision.action is PublishAction.NO_OP:
                 # Decided before the staging is looked at: a re-execution after the delayed cleanup
                 # deleted the staging is a logged no-op, not an "unverified attempt" failure.
+                assert isinstance(existing, CommitMarker)  # a no-op is decided on a readable marker only
                 marker = existing  # what is published stands
                 break
             if staging is None:
@@ -283,7 +284,10 @@ class CompletedPointOperator(BaseOperator):
                 # the sweep know where this run's pending directories and tombstones can be.
                 register_output(state, ti.dag_id, ti.run_id, self.output_root)
             marker = marker_for(ours, ds, incarnation, sources, time.time(), owner, part, logical_date, root_id)
-            replaced = existing.commit_id if decision.action is PublishAction.REPLACE else None
+            replaced = None
+            if decision.action is PublishAction.REPLACE:
+                assert isinstance(existing, CommitMarker)  # a replace is decided on a readable marker only
+                replaced = existing.commit_id
 
             def fence() -> None:
                 # The execution API refuses this write from a try the scheduler has reset: an
@@ -315,16 +319,16 @@ class CompletedPointOperator(BaseOperator):
         extra = asset_extra(marker)
         store = context["task_state_store"]
         new_commit = decision.action in (PublishAction.PUBLISH, PublishAction.REPLACE)
-        announce = self.asset is not None and should_announce(
+        asset = self.asset
+        if asset is not None and should_announce(
             decision, marker.commit_id, store.get(PUBLISHING_KEY), store.get(ANNOUNCED_KEY)
-        )
-        if announce:
+        ):
             # Recorded first: a clear's re-execution then finds the commit announced. Only a kill
             # between this write and the task's success (no file work left) can lose the event.
             set_kept(store, ANNOUNCED_KEY, marker.commit_id)
-            context["outlet_events"][commit_alias(self.asset)].add(self.asset, extra=extra)
-            self.log.info("zeta.publish.asset_event: %s commit %s", self.asset.name, marker.commit_id)
-        elif self.asset is not None:
+            context["outlet_events"][commit_alias(asset)].add(asset, extra=extra)
+            self.log.info("zeta.publish.asset_event: %s commit %s", asset.name, marker.commit_id)
+        elif asset is not None:
             self.log.info("zeta.publish.no_asset_event: commit %s was announced before; consumers are not woken", marker.commit_id)
         self._published = {
             **extra,
@@ -355,6 +359,7 @@ class CompletedPointOperator(BaseOperator):
         the files its driver recorded there at finish."""
         relative = attempt_dir(ti.dag_id, ti.run_id, report.task_id, -1, report.token)
         attempt = state.child(relative)
+        ledger: Ledger | CorruptState | None
         try:
             ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), report.token, attempt.url_of(LEDGER_FILE))
         except CorruptState as error:
@@ -362,6 +367,7 @@ class CompletedPointOperator(BaseOperator):
         problem = attempt_problem(report, ledger)
         if problem:
             raise AirflowFailException(f"[zeta.publish.unverified_attempt] {problem}; nothing was published")
+        assert isinstance(ledger, Ledger)  # attempt_problem finds no problem in a succeeded ledger only
         return f"{relative}/{OUTPUT_DIR}", ledger.files
 
 
@@ -390,6 +396,7 @@ def partition_state(
 
     Where a rename is not atomic, a partition "exists" when it holds a file: a prefix without
     objects is nothing, and an emptied directory is what a rolled-back publish leaves."""
+    existing: CommitMarker | CorruptState | None
     try:
         existing = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(f"{part}/{COMMIT_MARKER}"))
     except CorruptState as error:
@@ -653,6 +660,7 @@ def recover_interrupted(out: StateStorage, run_key: tuple[str, str], part: str, 
         intent = parse_intent(out.read_bytes(where), out.url_of(where))
         if intent is None or intent.partition != part:
             continue
+        current: CommitMarker | CorruptState | None
         try:
             current = parse_commit_marker(out.read_bytes(f"{part}/{COMMIT_MARKER}"), out.url_of(part))
         except CorruptState as error:

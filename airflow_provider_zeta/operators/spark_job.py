@@ -930,7 +930,7 @@ class ZetaSparkJobOperator(BaseOperator):
             heartbeat_interval=self._heartbeat_interval,
             # Only a deferral meets Airflow's spurious-retry race that not_before() guards against.
             not_before=not_before() if self.deferrable else 0.0,
-            task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context))),
+            task_key=dict(zip(("dag_id", "run_id", "task_id", "map_index"), self._key(context), strict=True)),
             seen=seen.to_value() if seen is not None and seen.token == decision.token else None,
             wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
             intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,

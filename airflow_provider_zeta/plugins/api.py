@@ -37,7 +37,8 @@ ended section paged in SQL.
 import logging
 import time
 from dataclasses import asdict
-from typing import Any, Iterable
+from collections.abc import Set
+from typing import TYPE_CHECKING, Any, Iterable
 
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
@@ -74,6 +75,10 @@ from airflow_provider_zeta.core.paths import (
     safe_segment,
 )
 from airflow_provider_zeta.plugins.links import driver_link_path, task_log_path
+
+if TYPE_CHECKING:
+    from airflow.api_fastapi.auth.managers.models.batch_apis import IsAuthorizedDagRequest
+    from fastapi import FastAPI
 
 log = logging.getLogger(__name__)
 
@@ -368,7 +373,7 @@ class Monitor:
       A run of the ended section is never read from storage.
     """
 
-    def __init__(self, session, dag_ids: set[str], log_dag_ids: set[str] = frozenset()) -> None:
+    def __init__(self, session, dag_ids: set[str], log_dag_ids: Set[str] = frozenset()) -> None:
         from airflow_provider_zeta.settings import ZetaSettings
 
         self.session = session
@@ -628,10 +633,11 @@ class Monitor:
                 continue
             if isinstance(record, dict) and record.get("token") == token and isinstance(record.get("host"), str):
                 hosts.add(record["host"])
-        addresses = set()
+        addresses: set[str] = set()
         for host in hosts:
             try:
-                addresses |= {info[4][0] for info in socket.getaddrinfo(host, None)}
+                # sockaddr[0] is the address text for IPv4 and IPv6 (typing also admits other families' ints).
+                addresses |= {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
             except OSError:
                 pass
         return sorted(hosts | addresses)
@@ -679,7 +685,7 @@ def build_app():
         auth_manager = get_auth_manager()
         teams = DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session)
 
-        def request(dag: str) -> dict[str, Any]:
+        def request(dag: str) -> "IsAuthorizedDagRequest":
             return {"method": "GET", "access_entity": access_entity, "details": DagDetails(id=dag, team_name=teams.get(dag))}
 
         if auth_manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
@@ -768,7 +774,7 @@ def build_app():
         overdue = None  # the overview's overdue cleanups; the page of one run does not show them
         if run_id and dag_id:
             found = monitor.run(dag_id, run_id)
-            sections = {
+            sections: dict[Section, dict[str, Any]] = {
                 s: {"section": s.value, "total": 0, "limit": limit, "offset": 0, "runs": []} for s in Section
             }
             if found is not None:
@@ -799,7 +805,7 @@ class LazyApp:
     """
 
     def __init__(self) -> None:
-        self._app = None
+        self._app: "FastAPI | None" = None
 
     async def __call__(self, scope, receive, send) -> None:
         if self._app is None:
