@@ -19,7 +19,7 @@ setup(
     name="airflow-provider-zeta",
     version=VERSION,
     description=(
-        "Failover-safe PySpark pipelines for Apache Airflow 3.3+: idempotent deploy, durable "
+        "Failover-safe PySpark pipelines for Apache Airflow 3.3: idempotent deploy, durable "
         "ready-to-close, exactly-once partition publish and delayed cleanup."
     ),
     long_description=open("README.md", encoding="utf-8").read(),
@@ -34,9 +34,11 @@ setup(
     # PEP 561: the package ships its type hints.
     package_data={"airflow_provider_zeta": ["py.typed"]},
     install_requires=[
-        # Capped to the minor release that is tested (constraints.txt pins it): the provider reaches a
-        # few non-public Task SDK members, each behind one adapter function whose test fails when the
-        # pinned Airflow changes it. A new Airflow minor release is admitted once the suite passes on it.
+        # Capped to the minor release that is tested (constraints.txt pins it; this package pins its
+        # task SDK and core exactly): the provider reaches a few non-public Airflow members, each behind
+        # one function of airflow_provider_zeta/airflow_internals.py whose test
+        # (tests/unit/test_airflow_internals.py) fails when the installed Airflow changes it. A new
+        # Airflow minor release is admitted once the suite passes on it.
         "apache-airflow>=3.3.2,<3.4",
         # The deploy drives SparkSubmitHook partly through non-public members (hooks/spark_driver.py):
         # capped below the next major version, the one tested is in constraints.txt.

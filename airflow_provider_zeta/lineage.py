@@ -44,9 +44,9 @@ log = logging.getLogger(__name__)
 
 def openlineage_default(option: str) -> bool:
     """``[openlineage] <option>`` as ``SparkSubmitOperator`` reads it (false when unset or no provider)."""
-    from airflow.configuration import conf
+    from airflow_provider_zeta.airflow_internals import airflow_config
 
-    return conf.getboolean("openlineage", option, fallback=False)
+    return airflow_config().getboolean("openlineage", option, fallback=False)
 
 
 def openlineage_listener_enabled() -> bool:

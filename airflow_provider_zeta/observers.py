@@ -51,6 +51,7 @@ import stat
 import time
 from typing import Any, Mapping
 
+from airflow_provider_zeta.airflow_internals import run_task_states, xcom_get
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.monitor import MAX_LEDGER_BYTES, ledger_document_problem
@@ -262,9 +263,7 @@ class RunObserver:
             report = parse_report(raw, source, task_id)
         except CorruptState:
             return None  # evaluate() reports it as corrupt
-        from airflow.sdk.execution_time.xcom import XCom
-
-        latest = XCom.get_one(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+        latest = xcom_get(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
         return stale_store_problem(report, raw, latest)
 
     def ledgers_watchable(self) -> bool:
@@ -324,12 +323,7 @@ class RunObserver:
         stores the report a beat before the task ends). They are read again at every look until
         the task is ``success``: not remembered, so a clear in between cannot leave a report the
         task no longer has."""
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-        from airflow.sdk.execution_time.xcom import XCom
-
-        states_by_run = RuntimeTaskInstance.get_task_states(
-            dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id]
-        )
+        states_by_run = run_task_states(dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id])
         states = dict(states_by_run.get(self.run_id, {}))
         ended_tokens: dict[str, set[str]] = {}
         for task_id, token in ended or ():
@@ -338,9 +332,9 @@ class RunObserver:
         early_unverified: dict[str, str] = {}
         for source, task_id in self.expected.items():
             if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tokens:
-                raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                raw = xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
                 if raw is not None:
-                    mark = XCom.get_one(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                    mark = xcom_get(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
                     early[task_id] = StoredWhileDeferred(raw, mark, frozenset(ended_tokens[task_id]))
                     problem = self._ledger_problem(source, task_id, raw)
                     if problem:
@@ -352,7 +346,7 @@ class RunObserver:
                 continue
             if task_id in self._reports and source not in self._unverified:
                 continue
-            raw = XCom.get_one(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+            raw = xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
             if raw is None:
                 continue
             self._reports[task_id] = raw
@@ -394,11 +388,7 @@ class JobWatch:
         return f"{self.dag_id}.{self.job_task_id}{suffix}"
 
     def task_state(self) -> str | None:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-        states = RuntimeTaskInstance.get_task_states(
-            dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]
-        ).get(self.run_id, {})
+        states = run_task_states(dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]).get(self.run_id, {})
         key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
         return states.get(key)
 

@@ -22,7 +22,9 @@ class ZetaSettings:
 
     @classmethod
     def load(cls) -> ZetaSettings:
-        from airflow.configuration import conf
+        from airflow_provider_zeta.airflow_internals import airflow_config
+
+        conf = airflow_config()
 
         def get(name: str) -> str:
             return conf.get("zeta", name, fallback=CONFIG_OPTIONS[name]["default"])

@@ -17,7 +17,8 @@ from typing import Any
 
 def set_kept(store: Any, key: str, value: Any) -> None:
     """``store.set(key, value)`` without expiry (``NEVER_EXPIRE``) where the store takes a retention."""
-    from airflow.sdk.execution_time.context import NEVER_EXPIRE
+    # Public (airflow.sdk.__all__), but missing from the names airflow.sdk declares to type checkers.
+    from airflow.sdk import NEVER_EXPIRE  # type: ignore[attr-defined]
 
     try:
         accepts = "retention" in inspect.signature(store.set).parameters

@@ -5,8 +5,9 @@ deploy mode, queue, spark-binary, keytab/principal), ``--conf``, ``--py-files``,
 memory and core settings. Which operator argument becomes which hook argument is
 ``core.submit_options.hook_arguments``; we add the bootstrap as the application and our token as a
 conf key (and the default app name). The command comes from the hook's private
-``_build_spark_submit_command`` (a unit test fails if it disappears or changes its signature;
-the provider is pinned ``>=6.3,<7``). We do not call ``SparkSubmitHook.submit()``: it runs spark-submit as a child
+``_build_spark_submit_command``, reached through ``airflow_internals.spark_submit_arguments``
+(its test fails if the builder disappears or changes its signature; the Spark provider is pinned
+``>=6.3,<7``). We do not call ``SparkSubmitHook.submit()``: it runs spark-submit as a child
 and blocks for the driver's whole life, which defeats deferral and dies with the task. Instead the
 command it builds is started in its own session (``processes.launch_detached``).
 
@@ -34,6 +35,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from airflow_provider_zeta.airflow_internals import spark_deploy_mode, spark_submit_arguments
 from airflow_provider_zeta.core.redaction import java_properties, split_secret_conf
 from airflow_provider_zeta.core.submit_options import TOKEN_CONF_KEY, hook_arguments
 from airflow_provider_zeta.processes import ProcessHandle, launch_detached
@@ -116,12 +118,12 @@ def spark_submit_command(
         secret_properties = _properties_base(arguments.get("properties_file"), where) + java_properties(secret)
         arguments = {**arguments, "conf": public, "properties_file": f"/dev/fd/{SECRET_FD}"}
     hook = SparkSubmitHook(conn_id=conn_id, **arguments)
-    if hook._connection.get("deploy_mode") == "cluster":
+    if spark_deploy_mode(hook) == "cluster":
         raise ValueError(
             f"connection {conn_id!r} uses deploy-mode cluster: ZetaSparkJobOperator runs PySpark "
             "drivers in local or client mode (standalone cluster mode rejects Python apps)."
         )
-    command = SubmitCommand(hook._build_spark_submit_command(BOOTSTRAP_PATH))
+    command = SubmitCommand(spark_submit_arguments(hook, BOOTSTRAP_PATH))
     command.secret_properties = secret_properties
     if shutil.which(command[0]) is None:
         # pip's pyspark installs spark-submit next to the interpreter; workers often lack it on PATH.

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_zeta.airflow_internals import airflow_config, run_task_states, xcom_get
 from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.deploy import (
     Action,
@@ -146,9 +147,7 @@ HEARTBEAT_SEEN_KEY = "zeta_heartbeat_seen"
 
 
 def _default_deferrable() -> bool:
-    from airflow.configuration import conf
-
-    return conf.getboolean("zeta", "default_deferrable", fallback=True)
+    return airflow_config().getboolean("zeta", "default_deferrable", fallback=True)
 
 
 class ZetaSparkJobOperator(BaseOperator):
@@ -473,8 +472,6 @@ class ZetaSparkJobOperator(BaseOperator):
         clear: the completed point runs again only after this task succeeded again, the sensor
         (which a clear of the whole run starts at once) only when it is cleared too.
         """
-        from airflow.sdk.execution_time.xcom import XCom
-
         from airflow_provider_zeta.core.publish import commit_names
         from airflow_provider_zeta.core.ready import ready_set_names
 
@@ -484,7 +481,7 @@ class ZetaSparkJobOperator(BaseOperator):
         checks += [(sensor, lambda value: ready_set_names(value, task_id, token)) for sensor in sensors]
         for reader, names in checks:
             try:
-                value = XCom.get_one(key="return_value", dag_id=dag_id, task_id=reader, run_id=run_id, map_index=-1)
+                value = xcom_get(key="return_value", dag_id=dag_id, task_id=reader, run_id=run_id, map_index=-1)
             except Exception:  # unreadable: no proof (the slower rule waits instead)
                 self.log.warning("zeta.deploy: could not read the return value of %s", reader, exc_info=True)
                 continue
@@ -1012,9 +1009,7 @@ def _executor_of(task: Any, context: Context) -> str | None:
     named = getattr(task, "executor", None) or getattr(context["ti"], "executor", None)
     if named:
         return str(named)
-    from airflow.configuration import conf
-
-    configured = conf.get("core", "executor", fallback="") or ""
+    configured = airflow_config().get("core", "executor", fallback="") or ""
     return configured.split(",")[0].strip() or None
 
 
@@ -1023,8 +1018,6 @@ def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:
     (aliases, core names and module paths, as Airflow's executor loader reads them); () when it
     cannot be resolved (the name's text then decides, in ``core.deploy.deferral_refusal``)."""
     import importlib
-
-    from airflow.configuration import conf
 
     named = _executor_of(task, context)
     if not named:
@@ -1035,7 +1028,7 @@ def _executor_classes(task: Any, context: Context) -> tuple[str, ...]:
         "KubernetesExecutor": "airflow.providers.cncf.kubernetes.executors.kubernetes_executor.KubernetesExecutor",
     }
     path = core_paths.get(named, named)
-    for entry in (conf.get("core", "executor", fallback="") or "").split(","):
+    for entry in (airflow_config().get("core", "executor", fallback="") or "").split(","):
         alias, _, target = entry.strip().partition(":")
         target = target.strip()
         if target and named in (alias.strip(), target, target.rsplit(".", 1)[-1]):
@@ -1067,10 +1060,8 @@ def _in_kubernetes_pod() -> bool:
 
 def _run_task_states(context: Context, task_ids: list[str]) -> dict[str, str | None]:
     """The states of ``task_ids`` in this task's run (one Task SDK call)."""
-    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
     ti = context["ti"]
-    states = RuntimeTaskInstance.get_task_states(dag_id=ti.dag_id, task_ids=task_ids, run_ids=[ti.run_id]).get(ti.run_id, {})
+    states = run_task_states(dag_id=ti.dag_id, task_ids=task_ids, run_ids=[ti.run_id]).get(ti.run_id, {})
     return {task_id: states.get(task_id) for task_id in task_ids}
 
 
@@ -1082,11 +1073,9 @@ _SENSOR_DECIDING_WAIT = 60.0
 def _sensor_decision(context: Context, sensor: str) -> Any:
     """The ready-to-close sensor's decision record in this task's run (``SENSOR_DECISION_XCOM``).
     Unreadable: the try fails and is retried, launching nothing (no proof it may)."""
-    from airflow.sdk.execution_time.xcom import XCom
-
     ti = context["ti"]
     try:
-        return XCom.get_one(key=SENSOR_DECISION_XCOM, dag_id=ti.dag_id, task_id=sensor, run_id=ti.run_id, map_index=-1)
+        return xcom_get(key=SENSOR_DECISION_XCOM, dag_id=ti.dag_id, task_id=sensor, run_id=ti.run_id, map_index=-1)
     except Exception as error:
         raise AirflowException(f"zeta.deploy: could not read the decision record of {sensor}: {error}") from error
 

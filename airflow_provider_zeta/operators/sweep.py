@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_provider_zeta.airflow_internals import fetch_dag_run
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
     CleanupRecord,
@@ -203,9 +204,7 @@ def run_status(ti: Any, dag_id: str, run_id: str) -> RunStatus | None:
     if state is None:
         return None
     # The SDK's own fetch of a run (what ``AssetEvent.source_dag_run`` uses); it carries clear_number.
-    from airflow.sdk.execution_time.comms import _fetch_dag_run
-
-    dag_run = _fetch_dag_run(dag_id=dag_id, run_id=run_id)
+    dag_run = fetch_dag_run(dag_id=dag_id, run_id=run_id)
     return RunStatus(state, int(getattr(dag_run, "clear_number", 0) or 0))
 
 

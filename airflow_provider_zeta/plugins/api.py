@@ -40,6 +40,17 @@ from dataclasses import asdict
 from collections.abc import Set
 from typing import TYPE_CHECKING, Any, Iterable
 
+from airflow_provider_zeta.airflow_internals import (
+    auth_manager,
+    dag_access_dependency,
+    dag_run_model,
+    dag_run_state_column,
+    dag_team_names,
+    session_dependency,
+    task_instance_model,
+    task_state_store_model,
+    user_dependency,
+)
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
     CleanupRecord,
@@ -156,8 +167,8 @@ def _zeta_runs_query(dag_ids: Iterable[str]):
     """``SELECT`` of the runs of ``dag_ids`` that have a task of the provider (small columns only)."""
     from sqlalchemy import and_, exists, select
 
-    from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
+    DagRun = dag_run_model()
+    TaskInstance = task_instance_model()
 
     has_zeta_task = exists().where(
         and_(
@@ -170,7 +181,7 @@ def _zeta_runs_query(dag_ids: Iterable[str]):
         DagRun.id,
         DagRun.dag_id,
         DagRun.run_id,
-        DagRun._state,
+        dag_run_state_column(),
         DagRun.logical_date,
         DagRun.run_after,
         DagRun.start_date,
@@ -179,7 +190,7 @@ def _zeta_runs_query(dag_ids: Iterable[str]):
 
 
 def _newest_first(query):
-    from airflow.models.dagrun import DagRun
+    DagRun = dag_run_model()
 
     return query.order_by(DagRun.run_after.desc(), DagRun.id.desc())
 
@@ -202,7 +213,7 @@ def _present_runs_condition(present: dict[str, set[str]]):
     """
     from sqlalchemy import and_, false, or_
 
-    from airflow.models.dagrun import DagRun
+    DagRun = dag_run_model()
 
     clauses = []
     for dag_id, names in present.items():
@@ -222,7 +233,7 @@ def _present_runs_condition(present: dict[str, set[str]]):
 def _task_rows(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[TaskRow]]:
     from sqlalchemy import select
 
-    from airflow.models.taskinstance import TaskInstance
+    TaskInstance = task_instance_model()
 
     found: dict[tuple[str, str], list[TaskRow]] = {(r["dag_id"], r["run_id"]): [] for r in runs}
     if not runs:
@@ -257,7 +268,7 @@ def _refusals(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str, str, 
 
     from sqlalchemy import select
 
-    from airflow.models.task_state_store import TaskStateStoreModel
+    TaskStateStoreModel = task_state_store_model()
 
     query = select(
         TaskStateStoreModel.dag_id,
@@ -475,11 +486,9 @@ class Monitor:
                 return self._live
             from sqlalchemy import or_
 
-            from airflow.models.dagrun import DagRun
-
             present = self.present_runs()
             query = _zeta_runs_query(self.dag_ids).where(
-                or_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES)), _present_runs_condition(present))
+                or_(dag_run_state_column().in_(sorted(ACTIVE_RUN_STATES)), _present_runs_condition(present))
             )
             rows = [
                 r
@@ -495,13 +504,11 @@ class Monitor:
         paged in SQL, runs Airflow shows ended whose directory is gone."""
         from sqlalchemy import and_, func, not_, select
 
-        from airflow.models.dagrun import DagRun
-
         ended_live = [(row, status) for row, status in self.live_statuses() if status.section is Section.ENDED]
         if not self.dag_ids:
             return 0, []
         gone = _zeta_runs_query(self.dag_ids).where(
-            and_(not_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES))), not_(_present_runs_condition(self.present_runs())))
+            and_(not_(dag_run_state_column().in_(sorted(ACTIVE_RUN_STATES))), not_(_present_runs_condition(self.present_runs())))
         )
         # A run the LIKE patterns matched although its directory is another run's is not live: it
         # is ended like the others (``live_statuses`` dropped it), so it is counted and paged here.
@@ -535,10 +542,8 @@ class Monitor:
             return []
         from sqlalchemy import and_, not_
 
-        from airflow.models.dagrun import DagRun
-
         query = _zeta_runs_query(self.dag_ids).where(
-            and_(not_(DagRun._state.in_(sorted(ACTIVE_RUN_STATES))), _present_runs_condition(self.present_runs()))
+            and_(not_(dag_run_state_column().in_(sorted(ACTIVE_RUN_STATES))), _present_runs_condition(self.present_runs()))
         )
         return [row for row in _rows(self.session, query) if row["id"] not in live_ids]
 
@@ -546,7 +551,7 @@ class Monitor:
         """For each run of ``rows``: how many runs of ``gone`` come before it, newest first."""
         from sqlalchemy import and_, func, or_, select
 
-        from airflow.models.dagrun import DagRun
+        DagRun = dag_run_model()
 
         counts = {}
         for row in rows:
@@ -588,7 +593,7 @@ class Monitor:
             return run_json(self._error_status(row, error), row, self.now, log_access)
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
-        from airflow.models.dagrun import DagRun
+        DagRun = dag_run_model()
 
         if dag_id not in self.dag_ids:
             return None
@@ -614,7 +619,7 @@ class Monitor:
 
         from sqlalchemy import select
 
-        from airflow.models.task_state_store import TaskStateStoreModel
+        TaskStateStoreModel = task_state_store_model()
 
         from airflow_provider_zeta.core.ledger import ATTEMPT_RECORD_PREFIX
 
@@ -658,12 +663,14 @@ def build_app():
     from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 
-    from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-    from airflow.api_fastapi.common.db.common import SessionDep
-    from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 
     from airflow_provider_zeta.plugins import page
+
+    # The annotations Airflow's own routes use: FastAPI resolves them to the request's metadata DB
+    # session and authenticated user.
+    SessionDep = session_dependency()  # noqa: N806
+    GetUserDep = user_dependency()  # noqa: N806
 
     # No OpenAPI schema nor docs: they would be served without authentication.
     app = FastAPI(
@@ -678,24 +685,23 @@ def build_app():
         """The DAGs of ``dag_ids`` whose ``access_entity`` the user may read: one batch call to the auth
         manager, then one per DAG only if the batch is refused."""
         from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
-        from airflow.models.dag import DagModel
 
         if not dag_ids:
             return set()
-        auth_manager = get_auth_manager()
-        teams = DagModel.get_dag_id_to_team_name_mapping(sorted(dag_ids), session=session)
+        manager = auth_manager()
+        teams = dag_team_names(sorted(dag_ids), session)
 
         def request(dag: str) -> "IsAuthorizedDagRequest":
             return {"method": "GET", "access_entity": access_entity, "details": DagDetails(id=dag, team_name=teams.get(dag))}
 
-        if auth_manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
+        if manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
             return set(dag_ids)
-        return {dag for dag in dag_ids if auth_manager.batch_is_authorized_dag([request(dag)], user=user)}
+        return {dag for dag in dag_ids if manager.batch_is_authorized_dag([request(dag)], user=user)}
 
     def monitor_for(user, session, dag_id: str | None) -> Monitor:
         """A view limited as Airflow's own DAG-run list is: DAGs the user may read *and* whose runs he
         may read; driver errors and Spark UI links only where he may also read task logs."""
-        readable = set(get_auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+        readable = set(auth_manager().get_authorized_dag_ids(user=user, method="GET"))
         if dag_id:
             readable &= {dag_id}
         runs = authorized(user, session, readable, DagAccessEntity.RUN)
@@ -718,7 +724,7 @@ def build_app():
     ) -> dict[str, Any]:
         return monitor_for(user, session, dag_id).section(parse_section(section), limit, offset)
 
-    @app.get("/api/run", dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.RUN))])
+    @app.get("/api/run", dependencies=[Depends(dag_access_dependency("GET", DagAccessEntity.RUN))])
     def get_run(user: GetUserDep, session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
         logs = authorized(user, session, {dag_id}, DagAccessEntity.TASK_LOGS)
         found = Monitor(session, {dag_id}, logs).run(dag_id, run_id)
@@ -726,7 +732,7 @@ def build_app():
             raise HTTPException(404, f"no run {run_id!r} of DAG {dag_id!r} with tasks of the zeta provider")
         return found
 
-    @app.get("/driver", dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_LOGS))])
+    @app.get("/driver", dependencies=[Depends(dag_access_dependency("GET", DagAccessEntity.TASK_LOGS))])
     def driver(request: Request, user: GetUserDep, session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
         """Where the deploy task's "Spark driver" link leads, first match wins (logged as
         ``zeta.monitor.driver_link.<rule>``): ``history_server`` (``[zeta] spark_history_server_url``

@@ -14,9 +14,9 @@ from __future__ import annotations
 def __getattr__(name: str):
     if name != "ZetaMonitorPlugin":
         raise AttributeError(name)
-    from airflow import settings
+    from airflow_provider_zeta.airflow_internals import lazy_load_providers
 
-    if not settings.LAZY_LOAD_PROVIDERS:
+    if not lazy_load_providers():
         return None  # Airflow loads it through the provider declaration
     from airflow_provider_zeta.plugins.monitor import ZetaMonitorPlugin
 

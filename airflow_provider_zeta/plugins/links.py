@@ -36,9 +36,9 @@ def task_log_path(base: str, dag_id: str, run_id: str, task_id: str, map_index: 
 
 def _base_url() -> str:
     try:
-        from airflow.configuration import conf
+        from airflow_provider_zeta.airflow_internals import airflow_config
 
-        return (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        return (airflow_config().get("api", "base_url", fallback="") or "").rstrip("/")
     except Exception:
         return ""
 

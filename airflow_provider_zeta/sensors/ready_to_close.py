@@ -70,6 +70,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_zeta.airflow_internals import run_task_states
 from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
 from airflow_provider_zeta.core.events import task_key
@@ -163,14 +164,10 @@ class ReadyToCloseSensor(BaseOperator):
         return self._evaluate(context)
 
     def _trigger_ready_set(self, context: Context, event: dict[str, Any]) -> Any:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
         ti = context["ti"]
         # Written before the look below, which it must precede (core.incarnation.SENSOR_DECISION_XCOM).
         ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision(parse_ready_set(event["ready_set"])[1]))
-        states = RuntimeTaskInstance.get_task_states(
-            dag_id=ti.dag_id, task_ids=list(self.sources.values()), run_ids=[ti.run_id]
-        ).get(ti.run_id, {})
+        states = run_task_states(dag_id=ti.dag_id, task_ids=list(self.sources.values()), run_ids=[ti.run_id]).get(ti.run_id, {})
         rerunning = sorted(source for source, task_id in self.sources.items() if states.get(task_id) != "success")
         if rerunning:
             # Cleared between the trigger's look and this wake (its report is gone), or counted on

@@ -57,6 +57,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
+from airflow_provider_zeta.airflow_internals import deadlock_imminent_error, run_task_states, xcom_get, xcom_set
 from airflow_provider_zeta.core.deploy import (
     TASK_INSTANCE_GONE,
     Timing,
@@ -337,10 +338,8 @@ class ZetaDriverTrigger(BaseTrigger):
     def _latest_mark(self) -> object:
         assert self.task_key
         try:
-            from airflow.sdk.execution_time.xcom import XCom
-
             key = self.task_key
-            return XCom.get_one(
+            return xcom_get(
                 key=DEPLOY_DEFERRAL_XCOM, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
             )
         except Exception:  # unreadable: no proof either way
@@ -349,14 +348,12 @@ class ZetaDriverTrigger(BaseTrigger):
 
     def _store_report(self) -> None:
         """The task's return value, as ``already_succeeded`` would return it."""
-        from airflow.sdk.execution_time.xcom import XCom
-
         assert self.report is not None and self.task_key and self._ledger is not None
         key = self.task_key
         value = success_report(
             self._ledger.result(), str(self.report["source"]), str(self.report["task_id"]), int(self.report["incarnation"]), self.deferral_mark
         )
-        XCom.set(
+        xcom_set(
             key="return_value", value=value, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
         )
         self.log.info("zeta driver %s: succeeded; its report is stored and the task ends from the triggerer", self.token)
@@ -431,16 +428,12 @@ def read_task_state(task_key: dict[str, Any] | None, log: Any, token: str) -> st
     when its run was deleted, ``None`` when it cannot be read."""
     if not task_key:
         return "unknown-task"  # kwargs of an older version: behave as before (cancel)
-    # DeadlockImminentError is a BaseException: the Task SDK raises it when this runs in a signal
-    # handler (a worker's on_kill) that interrupted the task's own request to its supervisor.
-    from airflow.sdk.execution_time.comms import DeadlockImminentError
+    # A BaseException: the Task SDK raises it when this runs in a signal handler (a worker's
+    # on_kill) that interrupted the task's own request to its supervisor.
+    deadlock_imminent = deadlock_imminent_error()
 
     try:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-
-        states = RuntimeTaskInstance.get_task_states(
-            dag_id=task_key["dag_id"], task_ids=[task_key["task_id"]], run_ids=[task_key["run_id"]]
-        )
+        states = run_task_states(dag_id=task_key["dag_id"], task_ids=[task_key["task_id"]], run_ids=[task_key["run_id"]])
         by_task = states.get(task_key["run_id"], {})
         map_index = int(task_key.get("map_index", -1))
         task_id = task_key["task_id"] if map_index < 0 else f"{task_key['task_id']}_{map_index}"
@@ -450,7 +443,7 @@ def read_task_state(task_key: dict[str, Any] | None, log: Any, token: str) -> st
             return TASK_INSTANCE_GONE
         # A cleared task instance has no state yet: that is an answer ("none"), not "unknown".
         return by_task[task_id] or "none"
-    except (Exception, DeadlockImminentError):
+    except (Exception, deadlock_imminent):
         log.exception("zeta driver %s: could not read the task's state", token)
         return None
 

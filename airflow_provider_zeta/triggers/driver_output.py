@@ -59,6 +59,7 @@ import os
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
+from airflow_provider_zeta.airflow_internals import fernet, masker_hides_key, masker_redact
 from airflow_provider_zeta.core.paths import DRIVER_LOG, DRIVER_LOG_CHUNKS
 from airflow_provider_zeta.core.redaction import (
     MASK,
@@ -377,16 +378,6 @@ _REGISTERED_STATE: dict[str, Any] = {"bytes": (), "pattern": None}
 MIN_VALUE_LENGTH = 5
 
 
-def _airflow_secrets_masker():
-    """The one place that names Airflow's masker module: the Task SDK has a public ``mask_secret``
-    (``airflow.sdk.log``) but no public way to apply the masker to a string, nor its sensitive-name
-    test (the module Airflow names in place of the deprecated
-    ``airflow.sdk.execution_time.secrets_masker``)."""
-    from airflow.sdk._shared import secrets_masker
-
-    return secrets_masker
-
-
 def _remember(values: Iterable[str]) -> list[str]:
     new = [variant for value in values for variant in secret_variants(str(value)) if len(variant) >= MIN_VALUE_LENGTH]
     if not set(new) <= _REGISTERED:
@@ -430,7 +421,7 @@ def mask_by_value(text: str) -> str:
     """``text`` with every value Airflow's masker knows replaced, then every value registered here
     (longest first: Airflow's alternation of values does not prefer the longer of two that share a
     prefix)."""
-    text = _airflow_secrets_masker().redact(text)
+    text = masker_redact(text)
     pattern = _REGISTERED_STATE["pattern"]
     return pattern.sub(MASK, text) if pattern is not None else text
 
@@ -502,13 +493,11 @@ def seal_driver_secrets(
     token (as Airflow stores connection passwords); a worker without ``[core] fernet_key`` hands
     over nothing and says so.
     """
-    from airflow.sdk.crypto import get_fernet
-
     values = worker_secret_values(conn_ids, env_vars, conf, application_args, log)
     if not values:
         return None
-    fernet = get_fernet()
-    if not fernet.is_encrypted:
+    sealer = fernet()
+    if not sealer.is_encrypted:
         log.warning(
             "zeta.driver_output: no [core] fernet_key on this worker: %d secret value(s) of env_vars, conf, "
             "application_args or worker-only connections are not handed to the triggerer, which cannot mask "
@@ -516,7 +505,7 @@ def seal_driver_secrets(
             len(values),
         )
         return None
-    return fernet.encrypt(json.dumps(values).encode()).decode()
+    return sealer.encrypt(json.dumps(values).encode()).decode()
 
 
 def worker_secret_values(
@@ -560,9 +549,7 @@ def drain_in_worker(output: DriverOutput, log, max_polls: int = WORKER_DRAIN_POL
 
 def unseal_secrets(sealed: str) -> list[str]:
     """The values ``seal_driver_secrets`` sealed (raises when this process's Fernet key cannot)."""
-    from airflow.sdk.crypto import get_fernet
-
-    values = json.loads(get_fernet().decrypt(sealed.encode()))
+    values = json.loads(fernet().decrypt(sealed.encode()))
     return [str(value) for value in values]
 
 
@@ -581,4 +568,4 @@ def _worker_connection(conn_id: str, env_vars: Mapping[str, str]):
 
 def _sensitive_name(name: str) -> bool:
     """Sensitive by this provider's key test or by Airflow's (``[core] sensitive_var_conn_names``)."""
-    return is_sensitive_key(name) or bool(_airflow_secrets_masker().should_hide_value_for_key(name))
+    return is_sensitive_key(name) or masker_hides_key(name)

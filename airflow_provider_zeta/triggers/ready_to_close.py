@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
+from airflow_provider_zeta.airflow_internals import xcom_get, xcom_set
 from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, may_end_task_from_trigger, task_key, trigger_is_stale
 from airflow_provider_zeta.core.pacing import Pacer, listing_interval
 from airflow_provider_zeta.core.ready import Verdict
@@ -142,9 +143,7 @@ class ReadyToCloseTrigger(BaseTrigger):
 
     def _latest_mark(self) -> object:
         try:
-            from airflow.sdk.execution_time.xcom import XCom
-
-            return XCom.get_one(key=READY_DEFERRAL_XCOM, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
+            return xcom_get(key=READY_DEFERRAL_XCOM, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
         except Exception:  # unreadable: no proof either way
             self.log.info("zeta.ready: could not read the sensor's deferral mark", exc_info=True)
             return None
@@ -163,9 +162,7 @@ class ReadyToCloseTrigger(BaseTrigger):
             return evaluation
 
         def write(value: Any) -> None:
-            from airflow.sdk.execution_time.xcom import XCom
-
-            XCom.set(key=SENSOR_DECISION_XCOM, value=value, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
+            xcom_set(key=SENSOR_DECISION_XCOM, value=value, dag_id=self.dag_id, task_id=self.task_id or "", run_id=self.run_id, map_index=self.map_index)
 
         decision = sensor_decision(evaluation.ready)
         try:
