@@ -62,11 +62,11 @@ if __package__ in (None, ""):
     sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from airflow_provider_zeta import runtime  # noqa: E402
-from airflow_provider_zeta.runtime import streaming  # noqa: E402
-from airflow_provider_zeta.runtime.lease import KernelKillTimer, LeaseWatchdogProcess, lease_now  # noqa: E402
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus, driver_lease  # noqa: E402
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE  # noqa: E402
 from airflow_provider_zeta.processes import host_id  # noqa: E402
+from airflow_provider_zeta.runtime import streaming  # noqa: E402
+from airflow_provider_zeta.runtime.lease import KernelKillTimer, LeaseWatchdogProcess, lease_now  # noqa: E402
 from airflow_provider_zeta.storage import StateStorage  # noqa: E402
 
 EXIT_FAILED = 1

@@ -55,14 +55,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 if __package__ in (None, ""):
     # Run as a script: sys.path[0] is this directory, not the package root.

@@ -27,7 +27,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: How often the watcher looks for the job's SparkSession until it finds one.
 SESSION_POLL_SECONDS = 0.5
