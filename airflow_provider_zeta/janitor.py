@@ -14,7 +14,7 @@ import logging
 import os
 import posixpath
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
@@ -25,7 +25,6 @@ from airflow_provider_zeta.core.cleanup import (
     parse_cleanup_record,
 )
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
-from airflow_provider_zeta.core.publish import COMMIT_MARKER, INTENT_FILE, parse_intent
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     LEDGER_FILE,
@@ -40,6 +39,7 @@ from airflow_provider_zeta.core.paths import (
     run_tombstones_dir,
     safe_segment,
 )
+from airflow_provider_zeta.core.publish import COMMIT_MARKER, INTENT_FILE, parse_intent
 from airflow_provider_zeta.processes import stop_token_processes
 from airflow_provider_zeta.storage import StateStorage
 

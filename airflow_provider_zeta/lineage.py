@@ -26,7 +26,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_zeta.core.lineage import (
     COMMIT_RUN_FACET,

@@ -20,7 +20,7 @@ from airflow_provider_zeta.core.cleanup import DEFAULT_RESCAN_INTERVAL
 from airflow_provider_zeta.operators.cleanup import CLEANUP_ASSET, DEFAULT_CLEANUP_DAG_ID, CarryOutCleanupsOperator
 from airflow_provider_zeta.operators.sweep import ZetaSweepOperator
 
-_START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+_START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def zeta_sweep_dag(

@@ -49,14 +49,15 @@ import json
 import os
 import stat
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_provider_zeta.airflow_internals import run_task_states, xcom_get
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.monitor import MAX_LEDGER_BYTES, ledger_document_problem
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
-from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.ready import (
     REPORTED_WHILE_DEFERRED,
     Evaluation,

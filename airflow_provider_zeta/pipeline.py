@@ -33,7 +33,8 @@ it beside your pipelines.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from airflow.sdk import Asset, TaskGroup
 

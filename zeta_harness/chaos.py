@@ -42,8 +42,9 @@ import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from airflow_provider_zeta.processes import pids_carrying
 from zeta_harness.cluster import AirflowCluster, ClusterError

@@ -63,9 +63,11 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from zeta_harness import teardown
 from zeta_harness.hosts import REPOSITORY_ROOT, NamespaceHost
@@ -954,8 +956,7 @@ class AirflowCluster:
     def _ti_summary(self, dag_id: str, run_id: str) -> str:
         try:
             return ", ".join(
-                f"{ti['task_id']}{'' if ti['map_index'] < 0 else '[%d]' % ti['map_index']}="
-                f"{ti['state']}(try {ti['try_number']})"
+                f"{ti['task_id']}{_map_suffix(ti['map_index'])}={ti['state']}(try {ti['try_number']})"
                 for ti in self.task_instances(dag_id, run_id)
             )
         except Exception as error:  # diagnostics must not hide the original failure
@@ -984,13 +985,13 @@ def _airflow_executable() -> str:
 
 
 def _iso_utc(value: str | None) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     if value is None:
-        return datetime.now(timezone.utc).isoformat()
+        return datetime.now(UTC).isoformat()
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=timezone.utc)
+        parsed = parsed.replace(tzinfo=UTC)
     return parsed.isoformat()
 
 
@@ -1049,3 +1050,8 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return ""
+
+
+def _map_suffix(map_index: int) -> str:
+    """``[<map index>]`` for a mapped task instance, nothing for an unmapped one."""
+    return "" if map_index < 0 else f"[{map_index:d}]"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 
 def _pending_records(run: Path) -> list[tuple[Path, dict]]:

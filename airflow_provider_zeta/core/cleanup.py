@@ -62,9 +62,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
-from typing import AbstractSet, Any, Mapping, Sequence
+from typing import Any
 
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import ATTEMPTS_DIR, run_dir, run_pending_dir, run_tombstones_dir
@@ -645,7 +646,7 @@ class CarryOutSchedule:
 
 def schedule_carry_out(
     pending: Mapping[RecordKey, float],
-    wanted: AbstractSet[RecordKey],
+    wanted: Set[RecordKey],
     now: float,
     rescan_interval: float,
     not_before: Mapping[RecordKey, float] | None = None,

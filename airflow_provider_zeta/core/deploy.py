@@ -78,9 +78,10 @@ The protocol that makes the table safe:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.ledger import (

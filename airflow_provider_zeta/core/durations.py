@@ -21,10 +21,9 @@ from __future__ import annotations
 import math
 import re
 from datetime import timedelta
-from typing import Union
 
 #: What a duration parameter accepts (see the module docstring).
-Duration = Union[timedelta, int, float, str]
+Duration = timedelta | int | float | str
 
 # What ``str(timedelta)`` prints: "[-]N day[s], H:MM:SS[.ffffff]" or "H:MM:SS[.ffffff]".
 _TIMEDELTA_TEXT = re.compile(

@@ -31,7 +31,8 @@ The rules
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 TASK_KEY_FIELDS = ("dag_id", "run_id", "task_id", "map_index")
 

@@ -39,9 +39,9 @@ checkpointing, so a lost driver is caught by the same rule (the message gives bo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
 
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger
 

@@ -53,10 +53,10 @@ takes a DAG edit lowering ``retries`` by exactly the number of tries run since i
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_provider_zeta.core.ledger import CorruptState
-
 
 #: The sensor's task state store key of its ``clear_epoch`` record.
 CLEAR_EPOCH_KEY = "zeta_clear_epoch"

@@ -21,7 +21,8 @@ the rules, testable without that provider:
 from __future__ import annotations
 
 import posixpath
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 #: Schemes whose authority ``container@account`` is part of the location, not a user or conn id.

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Mapping, Sequence
 
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,

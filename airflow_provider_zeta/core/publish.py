@@ -47,9 +47,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import safe_segment

@@ -32,10 +32,10 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import json
-
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from airflow_provider_zeta.core.cleanup import state_name
 from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD, event_is_for

@@ -53,7 +53,8 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 MASK = "***"

@@ -20,7 +20,8 @@ still go through ``spark_submit_kwargs``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: Options whose value is one string (a path, a comma-separated list, a size like ``"2g"``).
 STRING_OPTIONS = (

@@ -32,8 +32,9 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from airflow_provider_zeta.airflow_internals import spark_deploy_mode, spark_submit_arguments
 from airflow_provider_zeta.core.redaction import java_properties, split_secret_conf

@@ -74,12 +74,12 @@ from __future__ import annotations
 import datetime as dt
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.cleanup import (
     CLEANUP_DAG_ID,
     DEFAULT_RESCAN_INTERVAL,
@@ -120,6 +120,7 @@ from airflow_provider_zeta.janitor import (
 )
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import register_run
+from airflow_provider_zeta.task_state import set_kept
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -289,7 +290,7 @@ class DelayedCleanupOperator(BaseOperator):
             incarnation,
             record.paths_count,
             list(record.adopted),
-            dt.datetime.fromtimestamp(record.due_at, dt.timezone.utc).isoformat(),
+            dt.datetime.fromtimestamp(record.due_at, dt.UTC).isoformat(),
         )
         return record
 
@@ -437,12 +438,12 @@ class CarryOutCleanupsOperator(BaseOperator):
 
                 self.log.info(
                     "zeta.cleanup.waiting: until %s (%d records waited for)",
-                    dt.datetime.fromtimestamp(moment, dt.timezone.utc).isoformat(),
+                    dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(),
                     len(wanted),
                 )
                 own = [list(item) for item in sorted(wanted - named)]
                 self.defer(
-                    trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.timezone.utc)),
+                    trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.UTC)),
                     method_name="resume",
                     kwargs={"renewed": own},
                 )

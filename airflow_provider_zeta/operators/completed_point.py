@@ -87,7 +87,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
@@ -100,17 +99,17 @@ from airflow_provider_zeta.core.paths import (
 from airflow_provider_zeta.core.publish import (
     COMMIT_MARKER,
     DEFAULT_PARTITION,
+    INTENT_FILE,
     BadPartitionSpec,
     CommitMarker,
+    Intent,
     MissingPartitionKey,
     Owner,
     PublishAction,
+    RecoveryAction,
     asset_extra,
     check_partition_spec,
     commit_id,
-    INTENT_FILE,
-    Intent,
-    RecoveryAction,
     decide_publish,
     enclosing_partitions,
     landing_problem,
@@ -131,6 +130,7 @@ from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
 from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
+from airflow_provider_zeta.task_state import set_kept
 
 #: Parent levels of a pending directory removed after a publish when empty: ``<run>``, ``<dag>``.
 #: ``_zeta_pending`` itself stays: other DAGs' publishers create their directories under it.

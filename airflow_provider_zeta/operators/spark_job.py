@@ -56,13 +56,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_zeta.airflow_internals import airflow_config, run_task_states, xcom_get
-from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.deploy import (
     Action,
     Decision,
@@ -71,7 +71,6 @@ from airflow_provider_zeta.core.deploy import (
     Timing,
     decide,
     deferral_refusal,
-    timeout_wake_at,
     fence_incarnation,
     latest_record,
     launch_timing,
@@ -79,6 +78,7 @@ from airflow_provider_zeta.core.deploy import (
     self_stop_wait_deadline,
     stop_driver_on_failure,
     success_report,
+    timeout_wake_at,
     trigger_may_end_task,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
@@ -107,14 +107,6 @@ from airflow_provider_zeta.core.ledger import (
     parse_attempt_record,
     parse_ledger,
 )
-from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS, TEMPLATED_OPTIONS, hook_arguments
-from airflow_provider_zeta.core.publish import (
-    BadPartitionSpec,
-    MissingPartitionKey,
-    check_partition_spec,
-    partition_key,
-    partition_path,
-)
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     DRIVER_LOG,
@@ -125,13 +117,22 @@ from airflow_provider_zeta.core.paths import (
     attempt_dir,
     task_attempts_dir,
 )
-from airflow_provider_zeta.plugins.links import ZetaDriverLink
-from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
+from airflow_provider_zeta.core.publish import (
+    BadPartitionSpec,
+    MissingPartitionKey,
+    check_partition_spec,
+    partition_key,
+    partition_path,
+)
+from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS, TEMPLATED_OPTIONS, hook_arguments
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, shipped_command, spark_submit_command
+from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
+from airflow_provider_zeta.plugins.links import ZetaDriverLink
 from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, register_run, state_root_identity
+from airflow_provider_zeta.task_state import set_kept
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

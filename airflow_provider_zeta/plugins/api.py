@@ -36,9 +36,9 @@ ended section paged in SQL.
 # route functions, which are defined inside ``build_app`` (their names are not module globals).
 import logging
 import time
+from collections.abc import Iterable, Set
 from dataclasses import asdict
-from collections.abc import Set
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_zeta.airflow_internals import (
     auth_manager,
@@ -69,8 +69,8 @@ from airflow_provider_zeta.core.monitor import (
     RunStatus,
     Section,
     TaskRow,
-    history_link,
     finite_or_none,
+    history_link,
     known_section,
     page_bounds,
     redirect_target,
@@ -660,10 +660,9 @@ def _order_key(row: dict[str, Any]) -> tuple:
 def build_app():
     from typing import Annotated
 
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
-
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 
     from airflow_provider_zeta.plugins import page
 
@@ -811,7 +810,7 @@ class LazyApp:
     """
 
     def __init__(self) -> None:
-        self._app: "FastAPI | None" = None
+        self._app: FastAPI | None = None
 
     async def __call__(self, scope, receive, send) -> None:
         if self._app is None:

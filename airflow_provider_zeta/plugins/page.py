@@ -12,7 +12,8 @@ the JSON it is rendered from.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment

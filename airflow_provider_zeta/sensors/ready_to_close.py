@@ -63,15 +63,14 @@ What it does not do
 from __future__ import annotations
 
 import datetime as dt
-
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_provider_zeta.airflow_internals import run_task_states
-from airflow_provider_zeta.task_state import set_kept
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
 from airflow_provider_zeta.core.events import task_key
 from airflow_provider_zeta.core.incarnation import (
@@ -85,6 +84,7 @@ from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.ready import Evaluation, Verdict, parse_ready_set, sensor_event_is_for, wait_deadline
 from airflow_provider_zeta.observers import RunObserver
 from airflow_provider_zeta.settings import ZetaSettings
+from airflow_provider_zeta.task_state import set_kept
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -53,7 +53,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
@@ -74,11 +75,11 @@ from airflow_provider_zeta.core.events import (
 )
 from airflow_provider_zeta.core.ledger import (
     ATTEMPT_DELETED_MARK,
+    OUTPUT_ENDED_VIEWS,
     CorruptState,
     HeartbeatSeen,
     Ledger,
     LedgerView,
-    OUTPUT_ENDED_VIEWS,
     classify_ledger,
     observe_heartbeat,
     parse_ledger,

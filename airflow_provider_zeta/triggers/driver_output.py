@@ -57,7 +57,8 @@ import json
 import logging
 import os
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from airflow_provider_zeta.airflow_internals import fernet, masker_hides_key, masker_redact
 from airflow_provider_zeta.core.paths import DRIVER_LOG, DRIVER_LOG_CHUNKS

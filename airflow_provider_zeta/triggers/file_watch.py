@@ -28,7 +28,8 @@ from __future__ import annotations
 import asyncio
 import time
 import weakref
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from airflow_provider_zeta.core.pacing import NOTHING_SEEN
 from airflow_provider_zeta.storage import stat_signature
