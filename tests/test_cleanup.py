@@ -96,6 +96,12 @@ def test_run_ends_at_once_and_its_cleanup_happens_at_the_due_time(fake_driver_cl
     cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 30, "run bookkeeping removed")
 
 
+# A's retention window must outlast what comes before B's cleanup starts: up to a minute for the
+# cleanup DAG's run of A's event to start (it is marked only once started), then B's whole run,
+# which takes about half a minute on an idle 2-core machine and twice that on a busy one.
+A_WINDOW_S = 120
+
+
 def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time(fake_driver_cluster, tmp_path):
     """Airflow folds an asset event that arrives while the cleanup DAG is already queued into that
     queue row, and then no run of the cleanup DAG names it (the short chaos run caught a backfill's
@@ -110,7 +116,7 @@ def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time
     state_root = cluster.home / "zeta-state"
     log = tmp_path / "launches.jsonl"
     run_a = cluster.trigger_run(
-        DAG_ID, "2026-04-11T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": 75}
+        DAG_ID, "2026-04-11T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": A_WINDOW_S}
     )
     cluster.wait_for_run(DAG_ID, run_a, timeout=300)
     (record_a,) = record_files(state_root, run_a).values()
