@@ -27,6 +27,13 @@ process; it must wait until the deleted attempt has certainly stopped, launch on
 Then the misconfigured deployment: every host gets its own, unshared state root (in its private
 /tmp). The deploy must fail with an error naming ``[zeta] state_root`` and launch nothing more.
 
+A frozen worker host (a paused VM: every process of it stopped, the Celery worker, the driver and
+its JVM) for longer than twice ``lost_after``: north is judged lost and relaunched on the other
+host meanwhile. Oracles, from the job's own files and the kernel's process table: the old driver's
+job process is dead before its replacement starts (the lease's kernel timer ends it while it is
+stopped), it writes nothing once resumed (no progress line, no staged file, no ledger write, no
+report), every process of it ends soon after the thaw, and only the replacement's rows are published.
+
 The ``soak`` variant (``make chaos``) repeats the host-kill run on more dates.
 """
 
@@ -44,7 +51,7 @@ import pytest
 from airflow_provider_zeta.processes import pids_carrying
 from zeta_harness.chaos import driver_lives, entries, overlapping_drivers, relaunches
 from zeta_harness.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
-from zeta_harness.hosts import unshare_available
+from zeta_harness.hosts import process_state, unshare_available
 from zeta_harness.leftovers import leftovers_past_due, run_directory
 from zeta_harness.published import read_partition
 from zeta_harness.spark_standalone import SparkStandaloneCluster
@@ -141,6 +148,18 @@ def rows_of(folder: Path) -> list[int]:
     import pyarrow.parquet as pq
 
     return sorted(pq.read_table(folder).column("n").to_pylist())
+
+
+def job_processes(token: str) -> list[int]:
+    """Live processes of the driver of ``token`` that run the job's own code: every process
+    carrying the token but its JVM (a killed process its stopped parent has not reaped yet is dead)."""
+    def comm(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            return ""
+
+    return [pid for pid in pids_carrying(token) if process_state(pid) not in ("Z", "X") and comm(pid) != "java"]
 
 
 def run_with_host_kills(cluster: AirflowCluster, ds: str) -> dict:
@@ -243,6 +262,74 @@ def test_worker_and_triggerer_host_kills_keep_one_driver_at_a_time(hosts_cluster
 def test_host_kills_soak(hosts_cluster):
     figures = [run_with_host_kills(hosts_cluster, f"2026-02-{day:02d}") for day in range(2, 6)]
     log(f"soak figures: {json.dumps(figures)}")
+
+
+def test_a_frozen_worker_host_resumes_with_its_driver_gone(hosts_cluster):
+    """North's worker host frozen for over 2 x lost_after while its driver runs (module docstring)."""
+    cluster = hosts_cluster
+    home, ds = cluster.home, "2026-03-03"
+    launch_log, progress_log, release = home / f"launch-{ds}.jsonl", home / f"progress-{ds}.jsonl", home / f"release-{ds}"
+    release.mkdir()
+    for name in ["triggerer", *workers(cluster)]:  # every host up (an earlier test may have left one down)
+        if not cluster.components[name].alive():
+            cluster.start_component(name)
+    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={
+        "launch_log": str(launch_log), "release_dir": str(release), "cleanup_delay": RETENTION_S,
+        "progress_log": str(progress_log), "token_column": "true",
+    })
+    cluster.wait_for(lambda: all(starts(launch_log, s) for s in SOURCES), 240, "both drivers started", interval=0.5)
+    # South done first (its Spark core free for north's replacement), so that no task of the run
+    # is on a worker during the freeze: north's deploy task and the sensor wait in the triggerer.
+    (release / "south").touch()
+    for task, state in (("hosts.deploy_south", "success"), ("hosts.deploy_north", "deferred"), ("hosts.ready_to_close", "deferred")):
+        cluster.wait_for(lambda task=task, state=state: cluster.task_instance(DAG_ID, run_id, task)["state"] == state, 240,
+                         f"{task} {state}", interval=0.5)
+    old = starts(launch_log, "north")[0]
+    cluster.wait_for(lambda: any(e["token"] == old["token"] for e in entries(progress_log)), 120,
+                     "north's job writing its progress lines (its SparkSession up)", interval=0.5)
+    host = cluster.host(component_on_host(cluster, old["host"]))
+    assert set(job_processes(old["token"])) & set(host.members()), f"north's job process not found on {host.hostname}"
+    frozen_at, job_gone_at = time.time(), None
+    log(f"{ds}: freezing {host.hostname} ({len(host.freeze())} processes), where north's driver {old['token']} runs")
+
+    def replaced() -> dict | None:
+        nonlocal job_gone_at
+        if job_gone_at is None and not job_processes(old["token"]):
+            job_gone_at = time.time()
+        launches = starts(launch_log, "north")
+        return launches[1] if len(launches) > 1 and time.time() - frozen_at >= 2 * LOST_AFTER_S else None
+
+    try:
+        new = cluster.wait_for(replaced, 300, "north relaunched while its host is frozen", interval=0.2)
+        (release / "north").touch()  # a resumed old job would now go on to stage and report
+        stopped = [(pid, process_state(pid)) for pid in pids_carrying(old["token"])]  # its JVM, until the thaw
+    finally:
+        host.thaw()
+    thawed_at = time.time()
+    log(f"{ds}: thawed after {thawed_at - frozen_at:.0f}s; old job process gone "
+        f"{(job_gone_at or thawed_at) - frozen_at:.1f}s in, replacement started {new['at'] - frozen_at:.1f}s in on "
+        f"{new['host']}; processes of the old driver (pid, state) just before the thaw: {stopped}")
+    cluster.wait_for(lambda: not pids_carrying(old["token"]), 30, "every process of the old driver gone after the thaw")
+    # What the old driver wrote since its replacement started: its own progress lines, and every
+    # file of its attempt but spark-submit's output and what the coordinator wrote there.
+    late = [e for e in entries(progress_log) if e["token"] == old["token"] and e["at"] >= new["at"]]
+    attempts = [d for d in run_directory(home / "zeta-state", DAG_ID, run_id).rglob(old["token"]) if d.is_dir()]
+    written = [f for a in attempts for f in a.rglob("*") if f.is_file() and f.name not in ("driver.log", "cancel", "intent.json")
+               and f.stat().st_mtime >= new["at"]]
+    log(f"{ds}: the old driver's progress lines after its replacement started: {late}; files: {written}")
+    assert new["host"] != old["host"], (old, new)
+    assert job_gone_at is not None and job_gone_at < new["at"], (
+        f"north's old driver was running the job when its replacement started ({job_gone_at=}, {new['at']=})")
+    assert late == [], f"the old driver wrote after its replacement started: {late}"
+    assert len(attempts) == 1 and written == [], f"files of the old attempt written after its replacement started: {written}"
+
+    cluster.wait_for_run(DAG_ID, run_id, timeout=420)
+    import pyarrow.parquet as pq
+
+    assert not ended(launch_log, old["token"]) and len(starts(launch_log, "north")) == 2, entries(launch_log)
+    for source, token in (("north", new["token"]), ("south", starts(launch_log, "south")[0]["token"])):
+        table = pq.read_table(home / "pipeline-output-hosts" / f"ds={ds}" / f"source={source}").to_pydict()
+        assert sorted(table["n"]) == list(range(expected_row_count(source))) and set(table["token"]) == {token}, (source, table)
 
 
 def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_runs_cleanup(hosts_cluster):

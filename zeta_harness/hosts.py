@@ -23,6 +23,12 @@ exits with the command's status. When PID 1 of a PID namespace dies the kernel S
 other process of the namespace: **killing a host** is ``SIGKILL`` to the init from outside, after
 which ``kill()`` waits until no process of the namespace is left and records the moment.
 
+**Freezing a host** (a paused VM, a suspended laptop) is ``SIGSTOP`` to every process of the
+namespace, the init included (from outside the namespace the kernel delivers it even to a PID 1):
+nothing of the host runs, but its processes, sockets and timers stay. ``thaw()`` sends ``SIGCONT``
+to all of them at once. The kernel still acts on a stopped process: a ``SIGKILL`` (a POSIX timer's
+included) ends it, and it stays a zombie until its frozen parent reaps it after the thaw.
+
 This module imports only the standard library: the init runs it before anything else.
 """
 
@@ -166,6 +172,38 @@ class NamespaceHost:
                 self.process.kill()
         return victims
 
+    def freeze(self, timeout: float = 20) -> list[int]:
+        """SIGSTOP every process of the host, as a paused VM stops all of them; returns their PIDs.
+
+        Repeats until every member is stopped: a process the host forked between two signals is
+        stopped too. Returns once the kernel shows each of them stopped (``T``), so nothing of the
+        host runs after this returns; raises ``HostError`` if that takes longer than ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            members = self.members()
+            running = [pid for pid in members if process_state(pid) != "T"]
+            if not running:
+                return members
+            if time.monotonic() > deadline:
+                raise HostError(f"host {self.hostname}: processes {running} not stopped within {timeout}s")
+            for pid in running:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.02)
+
+    def thaw(self) -> list[int]:
+        """SIGCONT every process of the host at once, as a VM resumes; returns their PIDs."""
+        members = self.members()
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        return members
+
     def terminate(self) -> None:
         """Ask the command to stop (SIGTERM through the init); ``kill()`` ends whatever is left."""
         if self.init_pid is not None and self.alive():
@@ -183,11 +221,16 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in text.split()]
 
 
-def _zombie(pid: int) -> bool:
+def process_state(pid: int) -> str:
+    """The kernel's one-letter state of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie...); ``X`` if gone."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True
+        return "X"
+
+
+def _zombie(pid: int) -> bool:
+    return process_state(pid) in ("Z", "X")
 
 
 # ---------------------------------------------------------------------- the namespace's init

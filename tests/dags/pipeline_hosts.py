@@ -39,6 +39,9 @@ with DAG(
             "seconds": "{{ dag_run.conf.get('seconds', 2) }}",
             "spark": "{{ dag_run.conf.get('spark', 'true') }}",
             "rows": "",
+            # The frozen-host test's own oracle files (tests/jobs/counting_job.py); empty: off.
+            "progress_log": "{{ dag_run.conf.get('progress_log', '') }}",
+            "token_column": "{{ dag_run.conf.get('token_column', '') }}",
         },
         # One core and a small executor per application: both drivers get an executor on the two
         # one-core Spark workers.

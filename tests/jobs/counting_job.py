@@ -10,6 +10,13 @@ driver launches, independent of the provider's bookkeeping; a job that finishes 
 identity of the host the driver ran on (``host``: hostname; ``pid_namespace``: the kernel's PID
 namespace, unique per host of the multi-host test), so a test can tell where each driver ran and
 measure whether two drivers of one task were alive at the same moment.
+
+``progress_log`` (opt-in): the job also appends to that file of its own a line with its token and
+wall time every half second while it waits (``progress``), the moment it starts writing its output
+(``staging``, with the output path) and once its report returned (``reported``): what a frozen
+driver wrote after its replacement started is read there, not in the provider's ledger. The
+progress line is the first thing the job does after each sleep, before it calls the provider.
+``token_column`` (opt-in, with Spark) adds the attempt token to every row written.
 """
 
 import json
@@ -39,6 +46,18 @@ def _host() -> dict:
 
 ctx = zeta_context()
 params = ctx.params
+progress_fd = None
+if params.get("progress_log"):
+    # One O_APPEND write per line: a line is in the file whole, or not at all.
+    progress_fd = os.open(params["progress_log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+
+def progress(event: str, **extra) -> None:
+    if progress_fd is not None:
+        line = {"token": ctx.token, "source": ctx.source, "event": event, "at": time.time(), **extra}
+        os.write(progress_fd, (json.dumps(line) + "\n").encode())
+
+
 with open(params["launch_log"], "a") as log:
     log.write(
         json.dumps(
@@ -84,14 +103,20 @@ if params.get("release_dir"):
     release = os.path.join(params["release_dir"], ctx.source)  # one release switch per source
 while (time.time() < deadline) if not release else not os.path.exists(release):
     time.sleep(0.5)
+    progress("progress")
     ctx.checkpoint()
 
 rows = int(params.get("rows") or 0) or expected_row_count(ctx.source)
 if str(params.get("fail", "")).lower() in ("1", "true", "yes") or params.get("fail_source") == ctx.source:
     raise RuntimeError("the job failed on purpose")
 output = ctx.output_path.removeprefix("file://")
+progress("staging", output=output)
 if spark is not None:
     df = spark.range(rows).withColumnRenamed("id", "n")
+    if str(params.get("token_column", "")).lower() in ("1", "true", "yes"):
+        from pyspark.sql.functions import lit
+
+        df = df.withColumn("token", lit(ctx.token))
     df.write.mode("overwrite").parquet(ctx.output_path)
     rows = df.count()
 else:
@@ -103,6 +128,7 @@ if params.get("fail_first_of") == ctx.source and len([e for e in _launches() if 
     # must never be published.
     raise RuntimeError(f"first attempt of {ctx.source} fails after staging its output")
 ctx.report(rows=rows)
+progress("reported")
 if spark is not None:
     spark.stop()  # the driver's Spark side ends before its end entry: the entry bounds its lifetime
 with open(params["launch_log"], "a") as log:
