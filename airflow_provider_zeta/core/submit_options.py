@@ -16,11 +16,18 @@ the provider (``java_class``, ``deploy_mode``, ``status_poll_interval``, ``post_
 the YARN/Kubernetes tracking switches) and ``conf`` / ``application_args`` / ``env_vars`` /
 ``conn_id``, which are operator arguments of their own. Any other ``SparkSubmitHook`` argument may
 still go through ``spark_submit_kwargs``.
+
+Secrets in options: a list option whose value holds a secret (a repository or file URL with
+``user:password@``, or a value the masker knows) would put it on spark-submit's command line, which
+any local user reads. ``secret_options_into_conf`` moves such an option to its Spark conf key
+(``OPTION_CONF_KEYS``: spark-submit reads the key from its properties file when the flag is
+absent), where the secret conf goes into the launch's private properties file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 #: Options whose value is one string (a path, a comma-separated list, a size like ``"2g"``).
@@ -165,3 +172,45 @@ def hook_arguments(
         "name": submit.get("name") or f"zeta-{token}",
         "application_args": list(application_args),
     }
+
+
+#: spark-submit's list options and the Spark conf key each one stands for: without the flag,
+#: spark-submit takes the value of the key from its properties (``SparkSubmitArguments``).
+OPTION_CONF_KEYS = {
+    "repositories": "spark.jars.repositories",
+    "packages": "spark.jars.packages",
+    "exclude_packages": "spark.jars.excludes",
+    "jars": "spark.jars",
+    "py_files": "spark.submit.pyFiles",
+    "files": "spark.files",
+    "archives": "spark.archives",
+}
+
+_URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s@:,]+:[^/\s@,]+@")
+
+
+def carries_url_credentials(value: Any) -> bool:
+    """Whether ``value`` holds a URL with a password in its user info (``scheme://user:pw@host``)."""
+    return isinstance(value, str) and _URL_CREDENTIALS.search(value) is not None
+
+
+def secret_options_into_conf(arguments: Mapping[str, Any], is_secret: Callable[[str], bool], where: str) -> dict[str, Any]:
+    """``arguments`` (``hook_arguments``' result) with every list option whose value ``is_secret``
+    moved to its Spark conf key (``OPTION_CONF_KEYS``), off spark-submit's command line. The key
+    given in ``conf`` as well is an error: one of the two values would be lost."""
+    moved = {
+        option: arguments[option]
+        for option in OPTION_CONF_KEYS
+        if isinstance(arguments.get(option), str) and is_secret(arguments[option])
+    }
+    if not moved:
+        return dict(arguments)
+    conf = dict(arguments.get("conf") or {})
+    both = sorted(OPTION_CONF_KEYS[option] for option in moved if OPTION_CONF_KEYS[option] in conf)
+    if both:
+        raise InvalidSubmitOption(
+            f"{where}: {both} given in conf and as the matching option, whose value holds a secret and so "
+            "goes into the private properties file under that conf key; pass it once"
+        )
+    conf.update({OPTION_CONF_KEYS[option]: value for option, value in moved.items()})
+    return {**{k: v for k, v in arguments.items() if k not in moved}, "conf": conf}

@@ -38,7 +38,12 @@ from typing import Any
 
 from airflow_provider_zeta.airflow_internals import spark_deploy_mode, spark_submit_arguments
 from airflow_provider_zeta.core.redaction import java_properties, split_secret_conf
-from airflow_provider_zeta.core.submit_options import TOKEN_CONF_KEY, hook_arguments
+from airflow_provider_zeta.core.submit_options import (
+    TOKEN_CONF_KEY,
+    carries_url_credentials,
+    hook_arguments,
+    secret_options_into_conf,
+)
 from airflow_provider_zeta.processes import ProcessHandle, launch_detached
 from airflow_provider_zeta.runtime import driver as driver_bootstrap
 from airflow_provider_zeta.runtime import log_shipper
@@ -109,8 +114,11 @@ def spark_submit_command(
         hook_kwargs=hook_kwargs,
         where=where,
     )
+    # An option URL with credentials (``--repositories https://user:pw@...``) or a known secret
+    # goes to the private properties file as its conf key, like any secret conf.
+    arguments = secret_options_into_conf(arguments, _holds_secret, where)
     conf = arguments["conf"]
-    holds_secret = {name for name, value in conf.items() if _holds_known_secret(value)}
+    holds_secret = {name for name, value in conf.items() if _holds_secret(value)}
     public, secret = split_secret_conf(
         conf, lambda name: name in holds_secret or _sensitive_conf_name(name), keep_public=(TOKEN_CONF_KEY,)
     )
@@ -179,6 +187,11 @@ def _sensitive_conf_name(name: str) -> bool:
     from airflow_provider_zeta.triggers.driver_output import _sensitive_name
 
     return _sensitive_name(name)
+
+
+def _holds_secret(value: object) -> bool:
+    """A known secret (``_holds_known_secret``) or a URL with a password in its user info."""
+    return carries_url_credentials(str(value)) or _holds_known_secret(value)
 
 
 def _holds_known_secret(value: object) -> bool:

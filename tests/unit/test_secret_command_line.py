@@ -112,6 +112,57 @@ def test_a_conf_value_holding_a_masked_secret_stays_off_the_command_line_whateve
     assert command[command.index("--properties-file") + 1] == f"/dev/fd/{SECRET_FD}"
 
 
+REPO_PASSWORD = "rep0-Pa55word-for-nexus"
+# Written into the DAG itself: no masker knows it, the URL's user info is what tells it.
+LITERAL_PASSWORD = "l1teral-Pa55-in-the-dag"
+
+
+@pytest.mark.parametrize(
+    ("option", "conf_key", "value"),
+    [
+        ("repositories", "spark.jars.repositories", f"https://ci:{LITERAL_PASSWORD}@nexus.example.com/repository/maven"),
+        ("jars", "spark.jars", f"https://ci:{LITERAL_PASSWORD}@files.example.com/lib/udfs.jar"),
+        ("py_files", "spark.submit.pyFiles", f"s3a://bucket/deps.zip,https://ci:{LITERAL_PASSWORD}@files.example.com/x.zip"),
+        ("packages", "spark.jars.packages", f"org.example:lib-{REPO_PASSWORD}:1.0"),  # a secret the masker knows
+    ],
+)
+def test_an_option_url_holding_credentials_goes_to_the_properties_file_not_the_command_line(
+    cli_connection, option, conf_key, value
+):
+    """``--repositories https://user:password@host/...`` (and a jar or file URL with credentials)
+    would put the password on spark-submit's command line, readable by any local user: the option
+    goes into the secret properties file as its Spark conf key, which spark-submit reads the same way."""
+    from airflow.sdk.log import mask_secret
+
+    mask_secret(REPO_PASSWORD)
+    secret = REPO_PASSWORD if REPO_PASSWORD in value else LITERAL_PASSWORD
+    command = spark_submit_command(
+        conn_id="spark_cli", token="tok1", bootstrap_args=[], conf={}, hook_kwargs=None, options={option: value}
+    )
+    assert not [f for f in fragments(secret) if f in "\0".join(command)], command
+    assert f"--{option.replace('_', '-')}" not in command
+    assert conf_key in (command.secret_properties or "") and secret in (command.secret_properties or "")
+    assert command[command.index("--properties-file") + 1] == f"/dev/fd/{SECRET_FD}"
+
+
+def test_an_option_without_credentials_stays_on_the_command_line(cli_connection):
+    command = spark_submit_command(
+        conn_id="spark_cli", token="tok1", bootstrap_args=[], conf={}, hook_kwargs=None,
+        options={"repositories": "https://nexus.example.com/repository/maven", "packages": "org.example:lib:1.0"},
+    )
+    assert command[command.index("--repositories") + 1] == "https://nexus.example.com/repository/maven"
+    assert "--properties-file" not in command
+
+
+def test_an_option_with_credentials_and_its_conf_key_both_given_is_refused(cli_connection):
+    with pytest.raises(ValueError, match="spark.jars.repositories"):
+        spark_submit_command(
+            conn_id="spark_cli", token="tok1", bootstrap_args=[], hook_kwargs=None,
+            conf={"spark.jars.repositories": "https://other.example.com/maven"},
+            options={"repositories": f"https://ci:{REPO_PASSWORD}@nexus.example.com/maven"},
+        )
+
+
 def test_a_user_properties_file_is_merged_not_replaced(tmp_path, cli_connection):
     user = tmp_path / "user.properties"
     user.write_text("spark.executor.memory=3g\n")

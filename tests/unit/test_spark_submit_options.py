@@ -230,3 +230,19 @@ def test_the_pipeline_refuses_options_for_unknown_sources_or_unknown_options():
             zeta_pipeline("p2", sources={"web": "/a.py"}, output="/tmp/o", spark_options={"web": {"retries": 3}})
         with pytest.raises(InvalidSubmitOption, match="deploy_web: 'num_executors' must be a positive whole number"):
             zeta_pipeline("p3", sources={"web": "/a.py"}, output="/tmp/o", spark_options={"web": {"num_executors": "x"}})
+
+
+def test_an_option_holding_a_secret_moves_to_its_conf_key_and_the_others_stay():
+    from airflow_provider_zeta.core.submit_options import carries_url_credentials, secret_options_into_conf
+
+    assert carries_url_credentials("https://ci:pw@nexus/maven") and carries_url_credentials("a.jar,s3a://k:s@b/x.jar")
+    assert not carries_url_credentials("https://nexus/maven") and not carries_url_credentials("https://ci@nexus/maven")
+    arguments = {"conf": {"spark.a": "1"}, "repositories": "https://ci:pw@nexus/maven", "packages": "org:lib:1", "name": "n"}
+    moved = secret_options_into_conf(arguments, carries_url_credentials, "t")
+    assert moved == {"conf": {"spark.a": "1", "spark.jars.repositories": "https://ci:pw@nexus/maven"}, "packages": "org:lib:1", "name": "n"}
+    assert secret_options_into_conf({"conf": {}, "packages": "org:lib:1"}, carries_url_credentials, "t") == {
+        "conf": {},
+        "packages": "org:lib:1",
+    }
+    with pytest.raises(ValueError, match=r"spark\.jars'"):
+        secret_options_into_conf({"conf": {"spark.jars": "x.jar"}, "jars": "https://u:p@h/y.jar"}, carries_url_credentials, "t")
