@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.base_auth_manager import ResourceMethod
+    from airflow.models.dag import DagModel
     from airflow.models.dagrun import DagRun
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.models.taskinstance import TaskInstance
@@ -149,6 +150,13 @@ def task_state_store_model() -> type[TaskStateStoreModel]:
     from airflow.models.task_state_store import TaskStateStoreModel
 
     return TaskStateStoreModel
+
+
+def dag_model() -> type[DagModel]:
+    """The ORM model of a DAG's row (whether the cleanup DAG is deployed and paused; API server only)."""
+    from airflow.models.dag import DagModel
+
+    return DagModel
 
 
 def dag_team_names(dag_ids: list[str], session: Any) -> dict[str, str | None]:

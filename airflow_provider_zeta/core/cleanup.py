@@ -736,7 +736,11 @@ class OverdueSummary:
 
 
 def overdue_summary(
-    seen: Sequence[RecordSeen], now: float, grace: float = OVERDUE_GRACE, cleanup_dag_id: str = CLEANUP_DAG_ID
+    seen: Sequence[RecordSeen],
+    now: float,
+    grace: float = OVERDUE_GRACE,
+    cleanup_dag_id: str = CLEANUP_DAG_ID,
+    cleanup_dag: tuple[bool | None, bool | None] | None = None,
 ) -> OverdueSummary:
     """The overview's overdue cleanups, per DAG and in total (``overdue_cleanups`` per DAG).
 
@@ -744,7 +748,8 @@ def overdue_summary(
     tasks may still read its attempts, so the cleanup DAG looks at it again later (``decide_due``'s
     ``run_active`` / ``newer_incarnation_active``); that wait is the rule, not a missing cleanup.
     A record of a run that no longer exists is carried out at its due time (``run_gone``) and
-    counts. Sweep records count too, told apart in ``sweep_records``: only the sweep carries them
+    counts. ``cleanup_dag`` is (deployed, paused) of the cleanup DAG as Airflow knows it (``None``:
+    not asked); the hint then says which of the three it is. Sweep records count too, told apart in ``sweep_records``: only the sweep carries them
     out. A record that cannot be read, or whose due time is not a finite moment, is listed in
     ``unreadable`` on its own and never counted.
     """
@@ -766,11 +771,21 @@ def overdue_summary(
     sweep = overdue_cleanups([r for rs in by_dag.values() for r in rs if r.incarnation is None], now, grace).count
     hints = []
     if total.count > sweep:
-        hints.append(
-            f"{total.count - sweep} cleanup record(s) are pending past their due time: the cleanup DAG "
-            f"{cleanup_dag_id!r} is missing, paused or failing. Deploy dags/zeta_maintenance.py, unpause it "
-            f"or look at its failed runs; the sweep ({SWEEP_DAG_ID!r}) carries overdue records out on its next run."
-        )
+        pending = f"{total.count - sweep} cleanup record(s) are pending past their due time: "
+        sweep_note = f"the sweep ({SWEEP_DAG_ID!r}) carries overdue records out on its next run."
+        problem = cleanup_dag_problem(cleanup_dag_id, *cleanup_dag) if cleanup_dag is not None else None
+        if cleanup_dag is None or problem is not None and problem[0] == "cleanup_dag_unknown":
+            hints.append(
+                f"{pending}the cleanup DAG {cleanup_dag_id!r} is missing, paused or failing. Deploy "
+                f"dags/zeta_maintenance.py, unpause it or look at its failed runs; {sweep_note}"
+            )
+        elif problem is not None:
+            hints.append(f"{pending}{problem[1]}; {sweep_note}")
+        else:
+            hints.append(
+                f"{pending}the cleanup DAG {cleanup_dag_id!r} is deployed and not paused: look at its failed "
+                f"runs; {sweep_note}"
+            )
     if sweep:
         hints.append(
             f"{sweep} of the sweep's own record(s) are past due: only the sweep ({SWEEP_DAG_ID!r}) carries "

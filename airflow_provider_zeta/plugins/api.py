@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_zeta.airflow_internals import (
     auth_manager,
     dag_access_dependency,
+    dag_model,
     dag_run_model,
     dag_run_state_column,
     dag_team_names,
@@ -53,6 +54,7 @@ from airflow_provider_zeta.airflow_internals import (
 )
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
+    CLEANUP_DAG_ID,
     CleanupRecord,
     OverdueSummary,
     RecordSeen,
@@ -449,6 +451,23 @@ class Monitor:
         self._seen[(dag_id, base)] = [RecordSeen(dag_id, run_state, record, where) for where, record in found]
         return [record for _, record in found]
 
+    def _cleanup_dag(self) -> tuple[bool | None, bool | None]:
+        """(deployed, paused) of the cleanup DAG as Airflow's ``dag`` table has it; (None, None)
+        when it cannot be read. A stale row (its file gone) is not deployed."""
+        from sqlalchemy import select
+
+        DagModel = dag_model()
+        try:
+            row = self.session.execute(
+                select(DagModel.is_paused, DagModel.is_stale).where(DagModel.dag_id == CLEANUP_DAG_ID)
+            ).first()
+        except Exception as error:  # the hint then names the three possibilities
+            log.warning("zeta.monitor.cleanup_dag_unreadable: %s", type(error).__name__)
+            return None, None
+        if row is None or row.is_stale:
+            return False, None
+        return True, bool(row.is_paused)
+
     def overdue(self) -> dict[str, Any]:
         """The overview's overdue cleanups of the readable DAGs (``core.cleanup.overdue_summary``).
 
@@ -472,7 +491,12 @@ class Monitor:
                                     "zeta.monitor.records_unreadable: %s (%s)", base, type(error).__name__
                                 )
                 seen = [entry for entries in self._seen.values() for entry in entries]
-                self._overdue = overdue_json(overdue_summary(seen, self.now))
+                summary = overdue_summary(seen, self.now)
+                if summary.total.count > summary.sweep_records:
+                    # Only then is the cleanup DAG's row read: the hint says which of missing,
+                    # paused or failing it is.
+                    summary = overdue_summary(seen, self.now, cleanup_dag=self._cleanup_dag())
+                self._overdue = overdue_json(summary)
             except Exception as error:  # the overview must not break the page
                 log.warning("zeta.monitor.overdue_unreadable: %s", type(error).__name__)
                 self._overdue = overdue_json(None, error=f"overdue cleanups cannot be read ({type(error).__name__})")

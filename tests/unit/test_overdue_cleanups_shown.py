@@ -116,6 +116,23 @@ def test_a_corrupt_record_is_unreadable_and_never_counted():
 # -- the plugin: the real app over a state root and Airflow's models ---------------------------------
 
 
+@pytest.mark.parametrize(
+    ("cleanup_dag", "says"),
+    [
+        ((False, None), "no DAG 'zeta_cleanup' is deployed"),
+        ((True, True), "the cleanup DAG 'zeta_cleanup' is paused"),
+        ((True, False), "is deployed and not paused: look at its failed runs"),
+        (None, "is missing, paused or failing"),
+    ],
+    ids=["missing", "paused", "running", "unknown"],
+)
+def test_the_hint_says_what_is_wrong_with_the_cleanup_dag(cleanup_dag, says):
+    """Whether the cleanup DAG is deployed and unpaused (``None``: not asked) decides the hint."""
+    summary = overdue_summary([seen(record(due=NOW - HOUR))], NOW, cleanup_dag=cleanup_dag)
+    assert says in (summary.hint or ""), summary.hint
+    assert overdue_summary([], NOW, cleanup_dag=(False, None)).hint is None  # nothing overdue, nothing said
+
+
 @pytest.fixture
 def client(engine, tmp_path, monkeypatch):  # noqa: F811
     from fastapi.testclient import TestClient
@@ -191,6 +208,29 @@ def test_the_overview_shows_overdue_cleanups_per_dag_and_in_total(client):
     # The page of one run does not carry the overview.
     one = client.get("/ui", params={"dag_id": DAG, "run_id": client.live["retained"]})
     assert one.status_code == 200 and "zeta-overdue" not in one.text
+
+
+def set_cleanup_dag(engine, paused: bool | None) -> None:  # noqa: F811
+    """The cleanup DAG's row in Airflow's ``dag`` table: absent (``None``), paused or not."""
+    from sqlalchemy import delete, insert
+
+    from airflow.models.dag import DagModel
+
+    with engine.begin() as connection:
+        connection.execute(delete(DagModel).where(DagModel.dag_id == "zeta_cleanup"))
+        if paused is not None:
+            connection.execute(insert(DagModel), [{"dag_id": "zeta_cleanup", "is_paused": paused, "is_stale": False, "bundle_name": "dags-folder", "max_active_tasks": 16, "max_active_runs": 16, "max_consecutive_failed_dag_runs": 0, "has_task_concurrency_limits": False}])
+
+
+@pytest.mark.parametrize(("paused", "says"), [(None, "is deployed:"), (True, "is paused")], ids=["missing", "paused"])
+def test_the_overview_asks_airflow_about_the_cleanup_dag(client, engine, paused, says):  # noqa: F811
+    set_cleanup_dag(engine, paused)
+    try:
+        plant(client)
+        shown = overview(client)
+        assert shown["count"] == 2 and says in shown["hint"], shown["hint"]
+    finally:
+        set_cleanup_dag(engine, None)
 
 
 def test_no_overdue_cleanups_one_line(client):
