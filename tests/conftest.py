@@ -362,3 +362,14 @@ def check_nothing_past_due(request, cluster_fixture: str, timeout: float = 90) -
     while (problems := leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS)) and time.monotonic() < deadline:
         time.sleep(2)
     assert problems == [], problems
+
+
+@pytest.fixture
+def mailbox():
+    """A real SMTP server on 127.0.0.1 (aiosmtpd) keeping every message it receives."""
+    from tests.secret_forms import Mailbox
+
+    box = Mailbox()
+    box.start()
+    yield box
+    box.stop()

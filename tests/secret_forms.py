@@ -443,3 +443,41 @@ def plugin_channels(cluster, dag_id: str, run_id: str, task_id: str) -> dict[str
         cluster.api("GET", f"/dags/{dag_id}/dagRuns/{quoted}/taskInstances/{task_id}/links")
     )
     return channels
+
+
+RECIPIENT = "oncall@example.com"
+
+
+def run_leaky_dag(airflow_cluster, tmp_path, mailbox, *, dag_id, task_id, dag_source, job_ending, db_kind=None):
+    """Write the job (every form, then ``job_ending``), the DAG (``dag_source`` after the names it
+    reads) and the listener plugin; start a cluster with the leaky connection, the real SMTP server
+    and a viewer user; run the DAG once to its end. Returns (cluster, run_id, run, task instance)."""
+    dags, plugins = tmp_path / "dags", tmp_path / "plugins"
+    dags.mkdir()
+    plugins.mkdir()
+    job, forms = write_job(tmp_path)
+    with open(job, "a") as out:
+        out.write(job_ending)
+    (dags / f"{dag_id}.py").write_text(
+        f"DAG_ID = {dag_id!r}\nTASK_ID = {task_id!r}\nJOB_PATH = {job!r}\nFORMS_PATH = {forms!r}\n"
+        f"LEAK_DIR = {str(tmp_path)!r}\nRECIPIENT = {RECIPIENT!r}\n" + CALLBACK_SOURCE + dag_source
+    )
+    (plugins / "zeta_leak_listener.py").write_text(LISTENER_PLUGIN)
+    from tests.conftest import spark_env
+
+    cluster = airflow_cluster(
+        dags,
+        *([db_kind] if db_kind else []),
+        extra_env={
+            **spark_env(fake=True),
+            **USERS_ENV,
+            "AIRFLOW_CONN_ZETA_LEAK": json.dumps(CONNECTION),
+            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(mailbox.smtp_connection()),
+            "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
+            "ZETA_LEAK_DIR": str(tmp_path),
+        },
+    )
+    cluster.wait_for_dag(dag_id)
+    run_id = cluster.trigger_run(dag_id, "2026-04-01T00:00:00Z")
+    run = cluster.wait_for_run(dag_id, run_id, states={"success", "failed"}, timeout=300)
+    return cluster, run_id, run, cluster.task_instance(dag_id, run_id, task_id)

@@ -17,22 +17,14 @@ hold them (so the check can fail).
 
 from __future__ import annotations
 
-import json
 import urllib.parse
 
-import pytest
-
-from tests.conftest import spark_env
 from tests.secret_forms import (
-    CALLBACK_SOURCE,
-    CONNECTION,
     FORMS,
     LIMITS,
-    LISTENER_PLUGIN,
     PASSWORD,
     S3_SECRET,
-    USERS_ENV,
-    Mailbox,
+    RECIPIENT,
     channel_leaks,
     forms_in,
     limits_shown,
@@ -40,12 +32,11 @@ from tests.secret_forms import (
     readable_json,
     readable_mail,
     task_log_leaks,
-    write_job,
+    run_leaky_dag,
 )
 
 DAG_ID = "secret_channels"
 TASK_ID = "leaky"
-RECIPIENT = "oncall@example.com"
 
 #: The first try fails with the connection's secrets in its error; the second succeeds.
 FAIL_ONCE = r'''
@@ -83,41 +74,10 @@ with DAG(dag_id=DAG_ID, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=ti
 '''
 
 
-@pytest.fixture
-def mailbox():
-    box = Mailbox()
-    box.start()
-    yield box
-    box.stop()
-
-
 def test_driver_secrets_reach_no_channel_but_the_masked_task_log(airflow_cluster, mailbox, tmp_path):
-    dags, plugins = tmp_path / "dags", tmp_path / "plugins"
-    dags.mkdir()
-    plugins.mkdir()
-    job, forms = write_job(tmp_path)
-    with open(job, "a") as out:
-        out.write(FAIL_ONCE)
-    (dags / f"{DAG_ID}.py").write_text(
-        f"DAG_ID = {DAG_ID!r}\nTASK_ID = {TASK_ID!r}\nJOB_PATH = {job!r}\nFORMS_PATH = {forms!r}\n"
-        f"LEAK_DIR = {str(tmp_path)!r}\nRECIPIENT = {RECIPIENT!r}\n" + CALLBACK_SOURCE + DAG
+    cluster, run_id, run, ti = run_leaky_dag(
+        airflow_cluster, tmp_path, mailbox, dag_id=DAG_ID, task_id=TASK_ID, dag_source=DAG, job_ending=FAIL_ONCE
     )
-    (plugins / "zeta_leak_listener.py").write_text(LISTENER_PLUGIN)
-    cluster = airflow_cluster(
-        dags,
-        extra_env={
-            **spark_env(fake=True),
-            **USERS_ENV,
-            "AIRFLOW_CONN_ZETA_LEAK": json.dumps(CONNECTION),
-            "AIRFLOW_CONN_SMTP_DEFAULT": json.dumps(mailbox.smtp_connection()),
-            "AIRFLOW__CORE__PLUGINS_FOLDER": str(plugins),
-            "ZETA_LEAK_DIR": str(tmp_path),
-        },
-    )
-    cluster.wait_for_dag(DAG_ID)
-    run_id = cluster.trigger_run(DAG_ID, "2026-04-01T00:00:00Z")
-    run = cluster.wait_for_run(DAG_ID, run_id, states={"success", "failed"}, timeout=300)
-    ti = cluster.task_instance(DAG_ID, run_id, TASK_ID)
     assert run["state"] == "success" and int(ti["try_number"]) == 2, (run, ti)
 
     # The oracle can fail: the job printed every secret into its raw output.

@@ -60,27 +60,28 @@ with DAG(dag_id="pipeline_counting_twin", start_date=START, schedule=None, catch
 
 
 # -- the crash windows of the completed point and the cleanup ---------------------------------
-def crash_once_at(operator, name, context):
+def first_time_at(name, context, window_key, marker_key):
+    """Whether this is the first time the task reaches window ``name`` that ``conf[window_key]``
+    arms (try numbers count across clears, so ``conf[marker_key]``, a file, records it)."""
     conf = context["dag_run"].conf or {}
-    if conf.get("crash_at") != name:
-        return
-    # Only the first time the window is reached: try numbers count across clears.
-    marker = Path(conf["crash_marker"])
+    if conf.get(window_key) != name:
+        return False
+    marker = Path(conf[marker_key])
     if marker.exists():
-        return
+        return False
     marker.write_text(str(os.getpid()))
-    operator.log.warning("test: killing the task process at window %s", name)
-    os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+def crash_once_at(operator, name, context):
+    if first_time_at(name, context, "crash_at", "crash_marker"):
+        operator.log.warning("test: killing the task process at window %s", name)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def hold_once_at(operator, name, context):
-    conf = context["dag_run"].conf or {}
-    if conf.get("hold_at") != name:
+    if not first_time_at(name, context, "hold_at", "hold_marker"):
         return
-    marker = Path(conf["hold_marker"])
-    if marker.exists():
-        return
-    marker.write_text(str(os.getpid()))
     operator.log.warning("test: holding the task at window %s", name)
     # Long enough for the test to act; a clear kills the task process well before.
     deadline = time.monotonic() + 300

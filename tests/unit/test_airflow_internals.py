@@ -109,17 +109,6 @@ def test_masker_hides_key_follows_airflows_sensitive_names():
     assert internals.masker_hides_key("spark.executor.memory") is False
 
 
-@pytest.fixture
-def fernet_key(monkeypatch):
-    from airflow.sdk.crypto import get_fernet
-    from cryptography.fernet import Fernet
-
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
-    get_fernet.cache_clear()
-    yield
-    get_fernet.cache_clear()
-
-
 def test_fernet_seals_and_unseals(fernet_key):
     sealer = internals.fernet()
     assert sealer.is_encrypted

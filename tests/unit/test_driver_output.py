@@ -172,19 +172,6 @@ def test_a_private_key_block_over_several_lines_and_polls_is_masked(state):
 # ------------------------------------------------------------------ secrets only the worker knows
 
 
-@pytest.fixture
-def fernet_key(monkeypatch):
-    from cryptography.fernet import Fernet
-
-    from airflow.sdk.crypto import get_fernet
-
-    key = Fernet.generate_key().decode()
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", key)
-    get_fernet.cache_clear()
-    yield key
-    get_fernet.cache_clear()
-
-
 WORKER_ONLY_SECRETS = {
     "env": "env-Token-4f9a2c",
     "conf": "conf-S3secret-77d1",

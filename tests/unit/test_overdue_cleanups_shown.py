@@ -31,7 +31,7 @@ from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import cleanup_record_path, cleanup_records_dir, run_info_path
 from airflow_provider_zeta.storage import StateStorage
 from tests.unit.test_monitor_listing_cost import DAG, CountingFS, engine, make_runs  # noqa: F401 (fixture)
-from tests.unit.test_plugin_hostile import SECRET, Everything
+from tests.unit.test_plugin_hostile import SECRET, plugin_test_client
 
 NOW = 1_000_000.0
 HOUR = 3600.0
@@ -135,32 +135,7 @@ def test_the_hint_says_what_is_wrong_with_the_cleanup_dag(cleanup_dag, says):
 
 @pytest.fixture
 def client(engine, tmp_path, monkeypatch):  # noqa: F811
-    from fastapi.testclient import TestClient
-    from sqlalchemy.orm import Session
-
-    import airflow.api_fastapi.app as airflow_app
-    from airflow.api_fastapi.common.db import common
-    from airflow.api_fastapi.core_api import security
-
-    root = tmp_path / "state"
-    state = StateStorage.from_url(str(root))
-    live = make_runs(engine, state, 3)
-    monkeypatch.setenv("AIRFLOW__ZETA__STATE_ROOT", str(root))
-    monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: Everything())
-    monkeypatch.setattr(security, "requires_access_dag", lambda *args, **kwargs: (lambda: None))
-    from airflow_provider_zeta.plugins.api import build_app
-
-    app = build_app()
-
-    def session():
-        with Session(engine) as opened:
-            yield opened
-
-    app.dependency_overrides[security.get_user] = lambda: object()
-    app.dependency_overrides[common._get_session] = session
-    with TestClient(app, raise_server_exceptions=False) as test_client:
-        test_client.root, test_client.state, test_client.live = root, state, live
-        yield test_client
+    yield from plugin_test_client(engine, tmp_path, monkeypatch)
 
 
 def write_record(state: StateStorage, dag: str, run: str, due: float, owner: str = "p.cleanup", incarnation=0, register=True):

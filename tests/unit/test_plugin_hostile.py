@@ -38,8 +38,10 @@ class Everything:
         return True
 
 
-@pytest.fixture
-def client(engine, tmp_path, monkeypatch):  # noqa: F811
+def plugin_test_client(engine, tmp_path, monkeypatch):  # noqa: F811
+    """The plugin's real FastAPI app over Airflow's models on a SQLite file and a state root with
+    three live runs (``make_runs``), authentication replaced by one that allows everything. The
+    client carries ``root`` (the state root's path), ``state`` (its storage) and ``live`` (run ids)."""
     from fastapi.testclient import TestClient
     from sqlalchemy.orm import Session
 
@@ -48,7 +50,8 @@ def client(engine, tmp_path, monkeypatch):  # noqa: F811
     from airflow.api_fastapi.core_api import security
 
     root = tmp_path / "state"
-    live = make_runs(engine, StateStorage.from_url(str(root)), 3)
+    state = StateStorage.from_url(str(root))
+    live = make_runs(engine, state, 3)
     monkeypatch.setenv("AIRFLOW__ZETA__STATE_ROOT", str(root))
     monkeypatch.setattr(airflow_app, "get_auth_manager", lambda: Everything())
     monkeypatch.setattr(security, "requires_access_dag", lambda *args, **kwargs: (lambda: None))
@@ -63,9 +66,13 @@ def client(engine, tmp_path, monkeypatch):  # noqa: F811
     app.dependency_overrides[security.get_user] = lambda: object()
     app.dependency_overrides[common._get_session] = session
     with TestClient(app, raise_server_exceptions=False) as test_client:
-        test_client.root = root
-        test_client.live = live
+        test_client.root, test_client.state, test_client.live = root, state, live
         yield test_client
+
+
+@pytest.fixture
+def client(engine, tmp_path, monkeypatch):  # noqa: F811
+    yield from plugin_test_client(engine, tmp_path, monkeypatch)
 
 
 def ledger_path(client, kind: str = "running"):

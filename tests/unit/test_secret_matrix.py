@@ -45,18 +45,6 @@ def launch() -> dict:
     }
 
 
-@pytest.fixture
-def fernet_key(monkeypatch):
-    from cryptography.fernet import Fernet
-
-    from airflow.sdk.crypto import get_fernet
-
-    monkeypatch.setenv("AIRFLOW__CORE__FERNET_KEY", Fernet.generate_key().decode())
-    get_fernet.cache_clear()
-    yield
-    get_fernet.cache_clear()
-
-
 def task_log_of(tmp_path, chunks: list[str]) -> str:
     """What the task log shows of a driver that wrote ``chunks``: the worker seals what it launched
     the driver with, the triggerer (a fresh masker) registers it and streams the output, and the
