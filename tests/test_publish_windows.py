@@ -87,6 +87,7 @@ def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_parti
         and ti["state"] == "success",
         180,
         "the completed point re-executed",
+        describe=lambda: cluster.ti_summary(dag_id, run_id),
     )
     assert cluster.xcom(dag_id, run_id, "counting.completed_point")["rule"] == "already_published"
     assert read_partition(output, ds).marker == first.marker
@@ -99,6 +100,7 @@ def test_sigkill_between_the_renames_of_a_replacement_ends_with_a_complete_parti
         and cluster.xcom(dag_id, run_id, "counting.completed_point"),
         180,
         "the retry published",
+        describe=lambda: cluster.ti_summary(dag_id, run_id),
     )
     result = cluster.xcom(dag_id, run_id, "counting.completed_point")
     assert result["rule"] == "first_publish", result  # the retry found no partition and published the new one

@@ -857,7 +857,7 @@ class AirflowCluster:
             if run["state"] in TERMINAL_RUN_STATES:
                 raise ClusterError(
                     f"run {dag_id}/{run_id} ended {run['state']}, expected {sorted(states)}; "
-                    f"tasks: {self._ti_summary(dag_id, run_id)}"
+                    f"tasks: {self.ti_summary(dag_id, run_id)}"
                 )
             return None
 
@@ -894,7 +894,12 @@ class AirflowCluster:
             ti = self.task_instance(dag_id, run_id, task_id, map_index, expect=(200, 404))
             return ti if ti and ti.get("state") in states else None
 
-        return self.wait_for(reached, timeout, f"task {dag_id}/{run_id}/{task_id} in {sorted(states)}")
+        return self.wait_for(
+            reached,
+            timeout,
+            f"task {dag_id}/{run_id}/{task_id} in {sorted(states)}",
+            describe=lambda: self.ti_summary(dag_id, run_id),
+        )
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value", map_index: int = -1) -> Any:
         """The XCom value, or ``None`` when the task has not pushed it."""
@@ -936,8 +941,16 @@ class AirflowCluster:
 
     # ------------------------------------------------------------------ waiting and diagnostics
 
-    def wait_for(self, probe: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
-        """Poll ``probe`` until it returns something truthy; raise ``ClusterError`` on timeout."""
+    def wait_for(
+        self,
+        probe: Callable[[], Any],
+        timeout: float,
+        what: str,
+        interval: float = 1.0,
+        describe: Callable[[], str] | None = None,
+    ) -> Any:
+        """Poll ``probe`` until it returns something truthy; raise ``ClusterError`` on timeout,
+        with what ``describe`` says of the state that was reached instead."""
         deadline = time.monotonic() + timeout
         last_error: Exception | None = None
         while True:
@@ -950,10 +963,22 @@ class AirflowCluster:
             except (OSError, ValueError) as error:  # API restarting, connection refused, ...
                 last_error = error
             if time.monotonic() > deadline:
-                raise ClusterError(f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+                reached = f"; reached: {describe()}" if describe is not None else ""
+                raise ClusterError(
+                    f"timed out after {timeout:.0f}s waiting for {what} (last error: {last_error}){reached}; "
+                    f"components: {self.component_summary()}"
+                )
             time.sleep(interval)
 
-    def _ti_summary(self, dag_id: str, run_id: str) -> str:
+    def component_summary(self) -> str:
+        """Each current component, alive or with its exit code: a component that died explains a
+        wait in which nothing moved."""
+        return ", ".join(
+            f"{name}={'alive' if component.alive() else f'exited {component.process.returncode}'}"
+            for name, component in self.components.items()
+        )
+
+    def ti_summary(self, dag_id: str, run_id: str) -> str:
         try:
             return ", ".join(
                 f"{ti['task_id']}{_map_suffix(ti['map_index'])}={ti['state']}(try {ti['try_number']})"
