@@ -142,7 +142,9 @@ def get_provider_info() -> dict:
         ],
         "operators": _modules("operators", "spark_job", "completed_point", "cleanup", "sweep"),
         "sensors": _modules("sensors", "ready_to_close", "checkpoint_freshness"),
-        "triggers": _modules("triggers", "driver", "driver_output", "ready_to_close", "checkpoint_freshness", "file_watch"),
+        "triggers": _modules(
+            "triggers", "driver", "driver_output", "ready_to_close", "checkpoint_freshness", "file_watch", "cleanup_wait"
+        ),
         "hooks": _modules("hooks", "spark_driver"),
         "plugins": [{"name": "zeta", "plugin-class": "airflow_provider_zeta.plugins.monitor.ZetaMonitorPlugin"}],
         "extra-links": ["airflow_provider_zeta.plugins.links.ZetaDriverLink"],

@@ -18,9 +18,10 @@ runs whether the run succeeded or failed, and does not decide the run's state):
    state store (``decide_start``: a retry resumes the record, never a new window);
 3. emits an Asset event naming the record, and ends. The run does not wait for the window.
 
-The cleanup DAG (``CarryOutCleanupsOperator``), scheduled on that Asset, waits for each named
-record's due time (``decide_due``'s ``not_due``: an absolute moment, so a restart never moves it)
-and then decides by the ownership guard below; the sweep applies the same rule to past-due records.
+The cleanup DAG (``CarryOutCleanupsOperator``), scheduled on that Asset, gives each record one
+waiter ("one waiter per record" below), which waits for its due time (``decide_due``'s ``not_due``:
+an absolute moment, so a restart never moves it) and then decides by the ownership guard below; the
+sweep applies the same rule to past-due records.
 
 Ownership (G5)
 --------------
@@ -62,7 +63,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -624,69 +625,125 @@ def decide_due(
 #: One file per key (``cleanup/<owner>-<incarnation>.json`` in the run's directory).
 RecordKey = tuple[str, str, str, int]
 
-#: The longest a waiting run of the cleanup DAG goes without listing the pending records again,
-#: seconds: a record past its due time that no run is waiting for (its event was folded into a run
-#: that could not start, ``max_active_runs`` waiting) is taken at most this late.
+#: How often a waiting run of the cleanup DAG looks for records nobody waits for, seconds (its
+#: trigger lists the unclaimed entries, in the triggerer, and wakes the task only when there is
+#: one): a record whose announcement no run could take (``max_active_runs`` runs waiting) is taken
+#: at most this late.
 DEFAULT_RESCAN_INTERVAL = 600.0
+
+# -- one waiter per record ------------------------------------------------------------------------
+#
+# Each pending cleanup-task record has one **waiter entry** under the state root, in exactly one
+# folder of ``cleanup_waiters/``: ``_unclaimed/`` when written (the cleanup task writes it just
+# before the record file), then the folder of the run of the cleanup DAG that took it — its waiter,
+# the only one that waits for its due time and carries it out. Taking an entry is a rename from
+# one folder into the taker's: on a filesystem with atomic rename exactly one taker gets it.
+#
+# A run of the cleanup DAG takes, at its first look, the unclaimed entries, its own (a retry), and
+# those of waiters that are gone (``waiter_gone``: their run was marked success or failed by hand,
+# or deleted; asked of Airflow in one request for all waiters, then one per waiter only when some
+# are gone). While it waits, its trigger lists ``_unclaimed/`` every ``rescan_interval`` and wakes
+# it only when an entry is there; the task then takes the unclaimed entries. It never reads the
+# records or entries another live waiter holds: carrying out one record costs that record's run
+# (its records, attempts and outputs) and its entry, plus, at a run's first look, one listing and
+# one read per waiting run of the cleanup DAG (at most its ``max_active_runs``) — nothing that
+# grows with the number of records pending.
+
+#: The folder of the waiter entries, under the state root.
+WAITERS_DIR = "cleanup_waiters"
+#: The folder of the entries no run of the cleanup DAG has taken yet.
+UNCLAIMED_WAITER = "_unclaimed"
+#: In a waiter's folder: which run of the cleanup DAG it is ({"dag_id", "run_id"}), written first.
+WAITER_INFO_FILE = "_waiter.json"
+
+
+def waiter_entry_name(key: RecordKey) -> str:
+    """The entry's file name: the same in every folder, so a rename moves it and a taker who lost
+    the race finds its source gone."""
+    return hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()[:32] + ".json"
+
+
+def waiter_folder_name(dag_id: str, run_id: str) -> str:
+    """The folder of the waiter that is the run ``run_id`` of the cleanup DAG ``dag_id``."""
+    return "w-" + hashlib.sha256(json.dumps([dag_id, run_id]).encode()).hexdigest()[:32]
+
+
+def waiter_entry(key: RecordKey, due_at: float) -> bytes:
+    dag_id, run_id, owner, incarnation = key
+    return json.dumps(
+        {"dag_id": dag_id, "run_id": run_id, "owner": owner, "incarnation": incarnation, "due_at": due_at},
+        sort_keys=True,
+    ).encode()
+
+
+def parse_waiter_entry(raw: bytes | None) -> tuple[RecordKey, float] | None:
+    """(key, due time) of an entry; ``None`` when absent or unreadable (the record itself is the
+    truth: an entry only says who waits for it and when to look)."""
+    try:
+        data = json.loads(raw or b"")
+        key = (str(data["dag_id"]), str(data["run_id"]), str(data["owner"]), int(data["incarnation"]))
+        due_at = float(data["due_at"])
+    except (ValueError, TypeError, KeyError):
+        return None
+    return (key, due_at) if math.isfinite(due_at) else None
+
+
+def waiter_info(dag_id: str, run_id: str) -> bytes:
+    return json.dumps({"dag_id": dag_id, "run_id": run_id}, sort_keys=True).encode()
+
+
+def parse_waiter_info(raw: bytes | None) -> tuple[str, str] | None:
+    try:
+        data = json.loads(raw or b"")
+        return str(data["dag_id"]), str(data["run_id"])
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def waiter_gone(run_state: str | None) -> bool:
+    """Whether a waiter's records are taken over: its run of the cleanup DAG no longer exists or is
+    neither queued nor running (it ended, was marked success or failed by hand: it will not wake
+    for them). A waiter whose folder names no readable run is left alone (being created)."""
+    return state_name(run_state) not in ACTIVE_RUN_STATES
 
 
 @dataclass(frozen=True)
 class CarryOutSchedule:
-    """What a run of the cleanup DAG does after one listing of the pending records.
+    """What a run of the cleanup DAG does at one look at the records it is the waiter of.
 
-    ``due``: the records to look at now (``decide_due``), soonest due first. ``wanted``: the records
-    the run still waits for. ``look_again_at``: when to look again (absolute), never later than
-    ``rescan_interval`` from now; ``None`` when the run has nothing left to wait for.
+    ``due``: the records to look at now (``decide_due``), soonest due first. ``look_again_at``:
+    when to look again (absolute); ``None`` when the run waits for nothing (it ends).
     """
 
     due: tuple[RecordKey, ...]
-    wanted: frozenset[RecordKey]
     look_again_at: float | None
 
 
 def schedule_carry_out(
-    pending: Mapping[RecordKey, float],
-    wanted: Set[RecordKey],
-    now: float,
-    rescan_interval: float,
-    not_before: Mapping[RecordKey, float] | None = None,
-    first_look: bool = False,
+    waiting: Mapping[RecordKey, float], now: float, not_before: Mapping[RecordKey, float] | None = None
 ) -> CarryOutSchedule:
-    """Which pending records a run of the cleanup DAG looks at now, and when it looks again.
+    """Which of the records a run of the cleanup DAG waits for it looks at now, and when it looks again.
 
-    ``pending`` maps every pending cleanup-task record in the state root to its due time (one
-    listing). ``wanted`` are the records the run carries out: those its events name and those it
-    renewed; at its ``first_look`` every pending record (an event Airflow folded into another run's
-    is named by none). ``not_before`` holds the records looked at and left for later
-    (``decide_due``'s ``until``: a run still active).
+    ``waiting`` maps the records this run is the waiter of to their due times (its own entries,
+    never the records of other waiters). ``not_before`` holds the records looked at and left for
+    later (``decide_due``'s ``until``: a run still active).
 
-    * a wanted record no longer pending is done (this run or another carried it out);
-    * a pending record past its due time is taken whether wanted or not: nobody else may be
-      waiting for it;
     * a record is due at its due time, or at its ``not_before`` if later;
-    * the next look is the soonest moment among the wanted records, bounded by
-      ``now + rescan_interval`` so that a record past due that no run waits for is seen that late
-      at most; ``None`` when nothing is wanted (the run ends).
+    * the next look is the soonest of those moments; a run with nothing to wait for ends.
 
-    The cost this buys: a run looks at storage once per look (one listing), and beyond that only at
-    the runs of the records that are due; a record that is not due costs nothing until it is.
+    The cost this buys: a look reads only the records that are due; a record of another waiter,
+    due or not, costs this run nothing, and a run wakes only for its own records' moments (or
+    when its trigger finds an unclaimed entry).
     """
     later = not_before or {}
 
     def moment(key: RecordKey) -> float:
-        return max(pending[key], later.get(key, pending[key]))
+        return max(waiting[key], later.get(key, waiting[key]))
 
-    taken = set(pending) if first_look else {k for k in wanted if k in pending}
-    taken |= {k for k in pending if pending[k] <= now}
-    due = tuple(sorted((k for k in taken if moment(k) <= now), key=lambda k: (pending[k], k)))
-    waiting = [moment(k) for k in taken if moment(k) > now]
+    due = tuple(sorted((k for k in waiting if moment(k) <= now), key=lambda k: (waiting[k], k)))
     if due:
-        look_again_at: float | None = now
-    elif waiting:
-        look_again_at = min(min(waiting), now + max(rescan_interval, 0.0))
-    else:
-        look_again_at = None
-    return CarryOutSchedule(due, frozenset(taken), look_again_at)
+        return CarryOutSchedule(due, now)
+    return CarryOutSchedule((), min((moment(k) for k in waiting), default=None))
 
 
 # -- overdue cleanups: what a missing, paused or failing cleanup DAG leaves behind ---------------

@@ -22,28 +22,30 @@ How it works
     2. ``open_window``: stop the run's drivers that have not ended, list the run's attempt
        directories (of its upstream tasks) and its pending/tombstone directories, adopt the pending
        records of its own earlier incarnations, and write the record — due time as an absolute
-       moment, paths, owner incarnation: the file first (the durable intent), then the store.
+       moment, paths, owner incarnation: its unclaimed waiter entry (which a run of the cleanup
+       DAG takes), the file (the durable intent), then the store.
     3. Emit an event of ``CLEANUP_ASSET`` naming the record, and end.
 
     ``CarryOutCleanupsOperator`` is the task of the cleanup DAG (``maintenance.zeta_cleanup_dag``),
-    scheduled on ``CLEANUP_ASSET``. A run of it takes the records named by its triggering events
-    and, at its first look, every other pending record in the state root, and handles them soonest
-    first. The scan is not a convenience: Airflow queues an asset-triggered DAG in one row per
-    (asset, DAG), and an event that arrives while that row exists is folded into it; the run then
-    created lists only the events up to the row's creation, and no later run lists the folded one
-    (seen in the chaos run: a backfill's record, announced in the same second as another run's,
-    was named by no run). Its record was written before its event, hence before the next run of
-    the cleanup DAG starts, so that run's scan takes it. Several runs may wait for one record;
-    the first to look at the due time carries it out and the others find it gone.
+    scheduled on ``CLEANUP_ASSET``. Each pending record has one waiter, a run of the cleanup DAG,
+    recorded by where its waiter entry lies (``core.cleanup``, "one waiter per record"): the
+    pipeline's cleanup task writes the entry unclaimed just before the record file, and a run
+    becomes the waiter by moving it into its own folder. At its first look a run takes the
+    unclaimed entries, its own (a retry), and those of waiters whose run is gone. Taking every
+    unclaimed entry, not only the records its events name, is not a convenience: Airflow queues an
+    asset-triggered DAG in one row per (asset, DAG), and an event that arrives while that row exists
+    is folded into it; the run then created lists only the events up to the row's creation, and no
+    later run lists the folded one (seen in the chaos run: a backfill's record, announced in the
+    same second as another run's, was named by no run). Its entry was written before its event,
+    hence before the next run of the cleanup DAG starts, so that run takes it.
 
-    Each look costs one listing of the pending records and, beyond it, only the runs of the records
-    that are due (``core.cleanup.schedule_carry_out``): a record that is not due is read once per
-    look, its run's attempts never. A look that finds nothing due waits for the soonest due time
-    of the records it waits for, but at most ``rescan_interval`` (600 s): a record past due that no
-    run waits for (its event folded into a run that could not start) is taken that late at most.
+    A run reads only its own records, and of those only the ones that are due
+    (``core.cleanup.schedule_carry_out``); a record another live waiter holds costs it nothing.
 
-    * defers on Airflow's ``DateTimeTrigger`` until the next look (absolute: a triggerer restart
-      re-creates the same wait; within 12 s it waits in the task instead);
+    * defers on ``triggers.cleanup_wait.CleanupWaitTrigger`` until its soonest due time (absolute:
+      a triggerer restart re-creates the same wait; within 12 s it waits in the task instead); the
+      trigger lists the unclaimed entries every ``rescan_interval`` (600 s) and wakes the task
+      early only when there is one, which it then takes;
     * at the due time asks Airflow for the run's state and incarnation and follows
       ``core.cleanup.decide_due``: ``due`` / ``run_gone`` (delete exactly the recorded paths,
       idempotently, then the record files), ``adopted`` (a newer incarnation's cleanup took the
@@ -52,8 +54,8 @@ How it works
       and its own cleanup was not cleared: the old paths, its staging and the tombstone it made get
       a new record with a full window, waited for in turn).
 
-    Progress lives on storage (a carried-out record's file is gone), so a retry, a worker kill or a
-    scheduler restart resumes where it was: nothing is deleted twice and no window restarts.
+    Progress lives on storage (a carried-out record's file and entry are gone), so a retry, a worker
+    kill or a scheduler restart resumes where it was: nothing is deleted twice and no window restarts.
     The crash windows are named (``failure_window``): ``after_record_file`` (the record file
     written, not yet stored nor announced), ``before_delete`` and ``after_delete`` (around the
     deletion of a due record); each is tested with a SIGKILL there (tests/test_cleanup_windows.py).
@@ -72,6 +74,7 @@ What it does not do
 from __future__ import annotations
 
 import datetime as dt
+import posixpath
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -85,6 +88,9 @@ from airflow_provider_zeta.core.cleanup import (
     DEFAULT_RESCAN_INTERVAL,
     RECORD_KEY,
     RUN_NONCE_KEY,
+    UNCLAIMED_WAITER,
+    WAITER_INFO_FILE,
+    WAITERS_DIR,
     CleanupRecord,
     DueAction,
     RecordKey,
@@ -95,9 +101,16 @@ from airflow_provider_zeta.core.cleanup import (
     decide_start,
     new_record,
     parse_cleanup_record,
+    parse_waiter_entry,
+    parse_waiter_info,
     record_from_store,
     record_store_values,
     schedule_carry_out,
+    waiter_entry,
+    waiter_entry_name,
+    waiter_folder_name,
+    waiter_gone,
+    waiter_info,
 )
 from airflow_provider_zeta.core.durations import (
     Duration,
@@ -113,7 +126,6 @@ from airflow_provider_zeta.janitor import (
     driver_views,
     find_leftovers,
     finish_record,
-    list_runs,
     read_records,
     stop_drivers,
     write_record_file,
@@ -282,6 +294,9 @@ class DelayedCleanupOperator(BaseOperator):
         # The cleanup DAG and the sweep list runs by their run.json, which a deploy writes when it
         # launches: a run that launched nothing (marked failed first) has none without this.
         register_run(state, dag_id, run_id)
+        # 0. its unclaimed waiter entry, which a run of the cleanup DAG takes (first: a record file
+        # never exists without one; an entry whose record never came is dropped at its due time)
+        enqueue_waiter_entry(state, record)
         write_record_file(state, record)  # 1. the file: the durable intent, found by the cleanup DAG and the sweep
         self.failure_window("after_record_file", context)
         self._store(context, record)  # 2. the task's own copy (a retry resumes from it)
@@ -369,13 +384,15 @@ class DelayedCleanupOperator(BaseOperator):
 
 
 class CarryOutCleanupsOperator(BaseOperator):
-    """The cleanup DAG's task: wait for each named record's due time, then carry it out (G4, G5).
+    """The cleanup DAG's task: be the one waiter of the records it takes, and carry each out at its
+    due time (G4, G5).
 
     :param recheck_interval: time between looks at a run whose newer incarnation is still active, a
         ``timedelta`` or seconds.
-    :param rescan_interval: the longest the task waits between two listings of the pending records,
-        a ``timedelta`` or seconds (default ``core.cleanup.DEFAULT_RESCAN_INTERVAL``, 600 s): a record
-        past its due time that no run waits for is taken at most this late.
+    :param rescan_interval: while the task waits, how often its trigger looks for records nobody
+        waits for (unclaimed waiter entries), a ``timedelta`` or seconds (default
+        ``core.cleanup.DEFAULT_RESCAN_INTERVAL``, 600 s): a record whose announcement no run of the
+        cleanup DAG could take is taken at most this late.
     """
 
     ui_color = "#d3d3d3"
@@ -390,78 +407,160 @@ class CarryOutCleanupsOperator(BaseOperator):
         self.rescan_interval = duration_seconds(rescan_interval, f"{self.task_id}: 'rescan_interval'")
 
     def execute(self, context: Context) -> dict[str, Any]:
-        # First look (a retry too): every pending record, not only the ones the events name; see
-        # the module docstring for the events Airflow folds away.
-        return self._work(context, renewed=(), first_look=True)
+        # First look (a retry too): this run's own waiter entries (a retry finds those it took),
+        # the unclaimed ones and those of waiters gone. The triggering events only wake the DAG:
+        # the records they name are among the unclaimed (see the module docstring for the events
+        # Airflow folds away).
+        named = _named_records_of(context)
+        if named:
+            self.log.info("zeta.cleanup: %d record(s) announced by this run's events", len(named))
+        return self._work(context, waiting=None, take_unclaimed=True)
 
-    def resume(self, context: Context, event: Any = None, renewed: Sequence[Sequence[Any]] = ()) -> dict[str, Any]:
-        return self._work(context, renewed)
+    def resume(
+        self,
+        context: Context,
+        event: Any = None,
+        waiting: Sequence[Sequence[Any]] | None = None,
+        renewed: Sequence[Sequence[Any]] = (),
+    ) -> dict[str, Any]:
+        """Back from a wait (``triggers.cleanup_wait``). ``waiting``: the records this run is the
+        waiter of, with their due times (``None``: a wait deferred by an earlier version, which
+        kept ``renewed`` only: a first look). Woken for an unclaimed entry: it takes them."""
+        if waiting is None:
+            return self._work(context, waiting=None, take_unclaimed=True)
+        woke_for_unclaimed = isinstance(event, dict) and event.get("woke_for") == "unclaimed"
+        return self._work(context, waiting={_key(item): float(item[4]) for item in waiting}, take_unclaimed=woke_for_unclaimed)
 
     def failure_window(self, name: str, context: Context, record: CleanupRecord | None = None) -> None:
         """Hook for tests: called at ``before_delete`` and ``after_delete`` with the record being
-        carried out (the run's cleanup DAG task handles every pending record, a test arms one)."""
+        carried out (the run's cleanup DAG task handles every record it waits for, a test arms one)."""
 
-    def _work(self, context: Context, renewed: Iterable[Sequence[Any]], first_look: bool = False) -> dict[str, Any]:
-        """One look: list the pending records once (``core.cleanup.schedule_carry_out`` decides
-        what is due and when to look again), carry out what is due, then wait: in the task for a
-        moment under ``MIN_DEFERRAL_SECONDS`` (and list again), deferred otherwise."""
+    def _work(self, context: Context, waiting: dict[RecordKey, float] | None, take_unclaimed: bool) -> dict[str, Any]:
+        """One look: take what nobody waits for (``_scan``), carry out what is due
+        (``core.cleanup.schedule_carry_out``), then wait: in the task for a moment under
+        ``MIN_DEFERRAL_SECONDS``, deferred otherwise."""
         from airflow_provider_zeta.triggers import MIN_DEFERRAL_SECONDS
+        from airflow_provider_zeta.triggers.cleanup_wait import CleanupWaitTrigger
 
-        state = open_state_storage(ZetaSettings.load().state_root)
-        named = _named_records_of(context)
-        # (dag_id, run_id, owner, incarnation) of each record this run carries out: the ones its
-        # events name, and the renewals it wrote itself (kept across deferrals in the resume kwargs).
-        wanted: set[RecordKey] = named | {(str(d), str(r), str(o), int(i)) for d, r, o, i in renewed}
+        state_root = ZetaSettings.load().state_root
+        state = open_state_storage(state_root)
+        ti = context["ti"]
+        folder = f"{WAITERS_DIR}/{waiter_folder_name(ti.dag_id, ti.run_id)}"
+        first_look = waiting is None
+        waiting = dict(waiting or {})
+        not_before: dict[RecordKey, float] = {}
         handled: set[tuple[Any, ...]] = set()
-        summary: dict[str, Any] = {"records": len(wanted), "carried_out": [], "renewed": [], "dropped": [], "deleted": 0}
+        summary: dict[str, Any] = {"records": 0, "carried_out": [], "renewed": [], "dropped": [], "deleted": 0}
+        if first_look or take_unclaimed:
+            taken = self._scan(state, ti, folder, first_look)
+            waiting.update(taken)
+            summary["records"] = len(taken)
         while True:
-            pending = self._pending(state)  # the one listing of this look
-            not_before: dict[RecordKey, float] = {}
-            while True:
-                plan = schedule_carry_out(
-                    pending, wanted, time.time(), self.rescan_interval, not_before, first_look=first_look
-                )
-                if first_look:
-                    summary["records"] = len(plan.wanted)
-                    first_look = False
-                wanted = set(plan.wanted)
-                if not plan.due:
-                    break
-                for key in plan.due:
-                    self._look_at(context, state, key, pending, wanted, not_before, handled, summary)
+            plan = schedule_carry_out(waiting, time.time(), not_before)
+            for key in plan.due:
+                self._look_at(context, state, folder, key, waiting, not_before, handled, summary)
+            if plan.due:
+                continue
             if plan.look_again_at is None:
+                _delete_quietly(state, folder)  # nothing held: the folder goes (a retry writes it again)
                 self.log.info("zeta.cleanup: nothing left to wait for: %s", summary)
                 return summary
             moment = plan.look_again_at
             if moment - time.time() >= MIN_DEFERRAL_SECONDS:
-                from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-
                 self.log.info(
-                    "zeta.cleanup.waiting: until %s (%d records waited for)",
+                    "zeta.cleanup.waiting: until %s (the waiter of %d record(s))",
                     dt.datetime.fromtimestamp(moment, dt.UTC).isoformat(),
-                    len(wanted),
+                    len(waiting),
                 )
-                own = [list(item) for item in sorted(wanted - named)]
                 self.defer(
-                    trigger=DateTimeTrigger(moment=dt.datetime.fromtimestamp(moment, dt.UTC)),
+                    trigger=CleanupWaitTrigger(moment, state_root, self.rescan_interval),
                     method_name="resume",
-                    kwargs={"renewed": own},
+                    kwargs={"waiting": [[*key, due_at] for key, due_at in sorted(waiting.items())]},
                 )
             time.sleep(max(0.0, moment - time.time()))
+
+    def _scan(self, state: Any, ti: Any, folder: str, first_look: bool) -> dict[RecordKey, float]:
+        """Become the waiter of the records nobody waits for: move the unclaimed entries into this
+        run's folder; at the first look also those of waiters gone (``waiter_gone``), and read this
+        run's own (a retry, or a run cleared and run again, holds them still).
+
+        Costs one listing of ``_unclaimed/`` and one call per entry taken; at the first look also
+        one listing of the waiters, one read per waiter and one Airflow request for all of them
+        (then one per waiter only when some are gone). Never anything per record another live
+        waiter holds."""
+        state.write_atomic(f"{folder}/{WAITER_INFO_FILE}", waiter_info(ti.dag_id, ti.run_id))
+        sources = [UNCLAIMED_WAITER]
+        if first_look:
+            own = posixpath.basename(folder)
+            others: dict[str, tuple[str, str]] = {}
+            for name in state.list_dir(WAITERS_DIR):
+                if name not in (own, UNCLAIMED_WAITER):
+                    who = parse_waiter_info(state.read_bytes(f"{WAITERS_DIR}/{name}/{WAITER_INFO_FILE}"))
+                    if who is not None:  # else a waiter's folder being created: not ours to judge
+                        others[name] = who
+            gone = self._gone_waiters(ti, others)
+            for name in gone:
+                self.log.info("zeta.cleanup.waiter_gone: %s %s no longer waits; its records are taken", *others[name])
+            sources += gone
+        names: list[str] = []
+        for waiter in sources:
+            source = f"{WAITERS_DIR}/{waiter}"
+            for name in state.list_dir(source):
+                if not name.endswith(".json") or name == WAITER_INFO_FILE:
+                    continue
+                try:
+                    state.move(f"{source}/{name}", f"{folder}/{name}")
+                except FileNotFoundError:
+                    continue  # another run took it first: it is that run's to wait for
+                names.append(name)
+            if waiter != UNCLAIMED_WAITER:
+                _delete_quietly(state, source)
+        if first_look:
+            names = [n for n in state.list_dir(folder) if n.endswith(".json") and n != WAITER_INFO_FILE]
+        taken: dict[RecordKey, float] = {}
+        for name in names:
+            entry = parse_waiter_entry(state.read_bytes(f"{folder}/{name}"))
+            if entry is None:
+                self.log.warning("zeta.cleanup: waiter entry %s is unreadable; dropped", state.url_of(f"{folder}/{name}"))
+                _delete_quietly(state, f"{folder}/{name}")
+            else:
+                taken[entry[0]] = entry[1]
+        return taken
+
+    @staticmethod
+    def _gone_waiters(ti: Any, others: dict[str, tuple[str, str]]) -> list[str]:
+        """The folders of the waiters whose run is gone (``waiter_gone``): one request per DAG for
+        how many are queued or running; each one is asked about only when some are not."""
+        from airflow_provider_zeta.operators.sweep import run_status
+
+        by_dag: dict[str, list[str]] = {}
+        for name, (dag_id, _) in others.items():
+            by_dag.setdefault(dag_id, []).append(name)
+        gone = []
+        for dag_id, names in by_dag.items():
+            run_ids = [others[n][1] for n in names]
+            if ti.get_dr_count(dag_id=dag_id, run_ids=run_ids, states=["queued", "running"]) >= len(set(run_ids)):
+                continue
+            for name in names:
+                status = run_status(ti, *others[name])
+                if waiter_gone(status.state if status is not None else None):
+                    gone.append(name)
+        return sorted(gone)
 
     def _look_at(
         self,
         context: Context,
         state: Any,
+        folder: str,
         key: RecordKey,
-        pending: dict[RecordKey, float],
-        wanted: set[RecordKey],
+        waiting: dict[RecordKey, float],
         not_before: dict[RecordKey, float],
         handled: set[tuple[Any, ...]],
         summary: dict[str, Any],
     ) -> None:
         """Decide one due record by ``decide_due`` and do it; only its run's records are read.
-        ``pending``, ``wanted`` and ``not_before`` (the in-memory schedule) follow what was done."""
+        ``waiting`` and ``not_before`` (the in-memory schedule) and this run's waiter entries follow
+        what was done."""
         from airflow_provider_zeta.operators.sweep import run_status
 
         dag_id, run_id, owner, incarnation = key
@@ -474,16 +573,16 @@ class CarryOutCleanupsOperator(BaseOperator):
 
         def settled(*keys: RecordKey) -> None:
             for done in keys:
-                pending.pop(done, None)
-                wanted.discard(done)
+                if waiting.pop(done, None) is not None:
+                    _delete_quietly(state, f"{folder}/{waiter_entry_name(done)}")
                 not_before.pop(done, None)
 
         if record is None:
-            settled(key)  # carried out by another run meanwhile
+            settled(key)  # carried out meanwhile (by the sweep), or adopted and finished
             return
         now = time.time()
         if record.due_at > now:
-            pending[key] = record.due_at  # rewritten since the listing: its own due time stands
+            waiting[key] = record.due_at  # rewritten since the entry: its own due time stands
             return
         record_key = (dag_id, run_id, owner, record.incarnation, record.created_at)
         if record_key in handled:
@@ -528,30 +627,38 @@ class CarryOutCleanupsOperator(BaseOperator):
         elif decision.action is DueAction.RENEW:
             assert decision.record is not None
             renewal = decision.record
-            write_record_file(state, renewal)  # the new record first, then the files it replaces
+            renewed_key = (dag_id, run_id, owner, int(renewal.incarnation or 0))
+            # This run waits for the renewal: its entry first, then the record, then the files it replaces.
+            state.write_atomic(f"{folder}/{waiter_entry_name(renewed_key)}", waiter_entry(renewed_key, renewal.due_at))
+            write_record_file(state, renewal)
             replaced = [r for r in valid if r.owner == owner and r.incarnation in renewal.adopted]
             delete_record_files(state, replaced)
             settled(key, *[(dag_id, run_id, owner, int(r.incarnation)) for r in replaced if r.incarnation is not None])
-            renewed_key = (dag_id, run_id, owner, int(renewal.incarnation or 0))
-            pending[renewed_key] = renewal.due_at
-            wanted.add(renewed_key)
+            waiting[renewed_key] = renewal.due_at
             summary["renewed"].append(label)
         elif decision.until is not None:
             not_before[key] = decision.until
 
-    @staticmethod
-    def _pending(state: Any) -> dict[RecordKey, float]:
-        """The due time of every pending cleanup-task record in the state root: one listing."""
-        found: dict[RecordKey, float] = {}
-        for dag_id, run_id in list_runs(state):
-            for record in read_records(state, dag_id, run_id):
-                if (
-                    isinstance(record, CleanupRecord)
-                    and record.incarnation is not None
-                    and record.status is RecordStatus.PENDING
-                ):
-                    found[(dag_id, run_id, record.owner, record.incarnation)] = record.due_at
-        return found
+
+def enqueue_waiter_entry(state: Any, record: CleanupRecord) -> None:
+    """The unclaimed waiter entry of a pipeline cleanup task's record (``core.cleanup`` "one waiter
+    per record"), written before the record file: a run of the cleanup DAG takes it and waits."""
+    if record.incarnation is None:
+        return  # the sweep's own records: carried out by the sweep
+    key = (record.dag_id, record.run_id, record.owner, int(record.incarnation))
+    state.write_atomic(f"{WAITERS_DIR}/{UNCLAIMED_WAITER}/{waiter_entry_name(key)}", waiter_entry(key, record.due_at))
+
+
+def _key(item: Sequence[Any]) -> RecordKey:
+    return (str(item[0]), str(item[1]), str(item[2]), int(item[3]))
+
+
+def _delete_quietly(state: Any, relative: str) -> None:
+    """Delete a file or folder; one another run removed at the same moment is gone all the same."""
+    try:
+        state.delete_tree(relative)
+    except FileNotFoundError:
+        pass
 
 
 def _named_records_of(context: Context) -> set[tuple[str, str, str, int]]:
