@@ -1,19 +1,22 @@
 """Cost of one pass of the cleanup DAG's task over 1,000 pending cleanup records, a few of them due.
 
 Builds a local state root with ``--records`` runs (default 1,000), each with one attempt directory
-(ledger + a staging file) and one pending cleanup record: ``--due`` of them (default 10) past their
-due time, the others due in an hour. Then runs ``CarryOutCleanupsOperator`` — the real code — on
-it, with the Airflow calls answered in-process (every run ``success``, incarnation 0), through a
-counting subclass of the provider's ``StateStorage``:
+(ledger + a staging file) and one pending cleanup record with its unclaimed waiter entry (as the
+pipeline's cleanup task writes them): ``--due`` of them (default 10) past their due time, the
+others due from an hour on, a minute apart. Then runs ``CarryOutCleanupsOperator`` — the real code —
+on it, with the Airflow calls answered in-process (every run ``success``, incarnation 0), through
+a counting subclass of the provider's ``StateStorage``:
 
-* **first look**: ``execute`` from its start until it defers to the next due time (it carries out
-  the due records on the way);
-* **a wake**: ``--due`` more records are made due (their files rewritten, the cost of which is not
-  counted), then ``resume`` — what the task does when its wait ends — until it defers again.
+* **first look**: ``execute`` from its start until it defers to the next due time: one run of the
+  cleanup DAG takes every unclaimed entry (it becomes the waiter of all the records) and carries
+  out the due ones on the way;
+* **a wake**: the clock moves to the due time of ``--due`` more records, then ``resume`` — what the
+  task does when its wait ends — until it defers again.
 
 Counted per pass: directory listings (``list_dir``), file reads (``read_bytes``, ``exists``) and
-deletions, and the wall time. No Airflow API round trips are included: add two per due record for
-a deployment (run state, incarnation), and one more just before each deletion.
+deletions, and the wall time. No Airflow API round trips are included: add three per due record
+for a deployment (run count, state, incarnation), and three more just before each deletion.
+``benchmarks/cleanup_cost_bench.py`` measures those, the triggerer, and 100 waiting runs.
 
 Usage: ``python benchmarks/cleanup_bench.py [--records N] [--due K] [--rounds R] [--markdown]``
 """
@@ -38,6 +41,7 @@ from airflow_provider_zeta import janitor
 from airflow_provider_zeta.core.cleanup import CleanupRecord, Leftovers, RunStatus, new_record
 from airflow_provider_zeta.core.ledger import Ledger, LedgerStatus
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
+from airflow_provider_zeta.operators.cleanup import enqueue_waiter_entry
 from airflow_provider_zeta.storage import StateStorage, register_run
 
 DAG = "bench"
@@ -82,13 +86,20 @@ def build(root: str, records: int, due: int, now: float) -> StateStorage:
         attempt = attempt_dir(DAG, run_id, "pipe.deploy_src", -1, f"tok{i:012d}")
         state.write_atomic(f"{attempt}/{LEDGER_FILE}", Ledger(f"tok{i:012d}", LedgerStatus.SUCCEEDED, 1, 2).to_json())
         state.write_atomic(f"{attempt}/output/part-0.json", b"[]")
-        janitor.write_record_file(state, make_record(run_id, attempt, now, past_due=i < due))
+        record = make_record(run_id, attempt, now, due_at=now - 60 if i < due else due_time(now, i))
+        enqueue_waiter_entry(state, record)  # as the pipeline's cleanup task does, before the record file
+        janitor.write_record_file(state, record)
     return state
 
 
-def make_record(run_id: str, attempt: str, now: float, past_due: bool) -> CleanupRecord:
+def due_time(now: float, i: int) -> float:
+    """Record ``i``'s due time: a minute apart, so that the task defers between two of them."""
+    return now + 3600 + 60 * i
+
+
+def make_record(run_id: str, attempt: str, now: float, due_at: float) -> CleanupRecord:
     record = new_record(DAG, run_id, 0, OWNER, now - 3600, 3600, Leftovers((attempt,), {}), tasks=["pipe.deploy_src"])
-    return record.with_changes(due_at=now - 60 if past_due else now + 3600)
+    return record.with_changes(due_at=due_at)
 
 
 class Deferred(Exception):
@@ -132,6 +143,7 @@ def measure(records: int, due: int) -> dict[str, Any]:
 
 
 def _measure(root: str, records: int, due: int) -> dict[str, Any]:
+    from airflow_provider_zeta.operators import cleanup as operator_module
     from airflow_provider_zeta.operators.cleanup import CarryOutCleanupsOperator
 
     now = time.time()
@@ -141,17 +153,21 @@ def _measure(root: str, records: int, due: int) -> dict[str, Any]:
 
     def defer(*, trigger: Any, method_name: str, kwargs: dict | None = None, **_: Any) -> None:
         context["resume_kwargs"] = kwargs or {}
-        raise Deferred(trigger.moment.timestamp())
+        raise Deferred(trigger.moment)
 
     operator.defer = defer  # type: ignore[method-assign]
     with provider_patched(root):
         first = one_pass(lambda: operator.execute(context))
         pending_after_first = len(pending_records(state))
-        for i in range(due, 2 * due):  # the next due time arrives for the next records
-            run_id = run_id_of(i)
-            attempt = attempt_dir(DAG, run_id, "pipe.deploy_src", -1, f"tok{i:012d}")
-            janitor.write_record_file(state, make_record(run_id, attempt, time.time(), past_due=True))
-        wake = one_pass(lambda: operator.resume(context, None, **context.get("resume_kwargs", {})))
+        # The next due times arrive: the clock moves to the last of the next ``due`` records.
+        clock = [due_time(now, 2 * due - 1) + 0.5]
+
+        def sleep(seconds: float) -> None:
+            clock[0] += max(seconds, 0.0)
+
+        fake_time = mock.Mock(time=lambda: clock[0], sleep=sleep)
+        with mock.patch.object(operator_module, "time", fake_time):
+            wake = one_pass(lambda: operator.resume(context, None, **context.get("resume_kwargs", {})))
         pending_after_wake = len(pending_records(state))
     assert pending_after_first == records - due, pending_after_first
     assert pending_after_wake == records - 2 * due, pending_after_wake
