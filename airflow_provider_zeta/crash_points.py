@@ -19,6 +19,11 @@ Theory of operation
     kills its component: what other triggers did meanwhile reaches the database, the caller's next
     step never does. An unreadable hold counts as none.
 
+    Armed with ``freeze`` (the file's text ``<key> freeze``), the caller stops its whole component
+    with SIGSTOP instead, as a host that froze right there (VM paused, process stopped): nothing of
+    the component runs until the test sends SIGCONT to its process group, and then the caller goes
+    on from the point as if nothing happened — with whatever it proved before the freeze now old.
+
 What it does not do
     Anything in production: without ``ZETA_CRASH_POINTS`` a call costs one environment lookup.
 """
@@ -38,14 +43,21 @@ READY_SUCCESS_EVENT = "ready_to_close.success_event"
 #: The driver trigger yields the event that resumes its deploy task (the driver ended, or must be
 #: judged by the task).
 DRIVER_EVENT = "driver.event"
-#: The driver trigger of a succeeded driver has stored the task's report (its return value XCom)
-#: and yields the event that ends the deploy task from the triggerer.
+#: The driver trigger of a succeeded driver yields the event that ends the deploy task from the
+#: triggerer, with the task's report as its return value.
 DRIVER_SUCCESS_EVENT = "driver.success_event"
+#: The driver trigger of a succeeded driver has proven itself the trigger its task waits on and has
+#: not yet handed over the report that ends the task.
+DRIVER_REPORT_PROVEN = "driver.report_proven"
+
+
+#: What ``_take`` returns for a point armed with ``freeze``.
+FREEZE = -1.0
 
 
 def _take(name: str, key: str) -> float | None:
-    """Once per arming, the hold in seconds (0: none) when the point's file names ``key``, which is
-    then removed; None when the point is not armed for ``key``."""
+    """Once per arming, the hold in seconds (0: none; ``FREEZE``: stop the component) when the
+    point's file names ``key``, which is then removed; None when the point is not armed for ``key``."""
     folder = os.environ.get(ENV_VAR)
     if not folder:
         return None
@@ -59,6 +71,8 @@ def _take(name: str, key: str) -> float | None:
         return None
     hold = 0.0
     for option in options:
+        if option == "freeze":
+            return FREEZE
         if option.startswith("hold="):
             try:
                 hold = max(0.0, float(option.removeprefix("hold=")))
@@ -77,9 +91,14 @@ def _kill_component() -> None:
 
 async def crash_when_armed(name: str, key: str) -> None:
     """Kill this component at the next pass of the event loop if ``name`` is armed for ``key``; with
-    a hold, stop here for the hold and then kill it (this call never returns)."""
+    a hold, stop here for the hold and then kill it (this call never returns); armed to freeze,
+    stop the component and return once it is continued."""
     hold = _take(name, key)
     if hold is None:
+        return
+    if hold == FREEZE:
+        print(f"[zeta] crash point {name} armed: freezing this component until it gets SIGCONT", flush=True)
+        os.killpg(os.getpgrp(), signal.SIGSTOP)  # this process too: it goes on from here on SIGCONT
         return
     if hold > 0:
         print(f"[zeta] crash point {name} armed: holding {hold:g} s (or until released), then killing this component", flush=True)

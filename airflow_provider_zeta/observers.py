@@ -53,7 +53,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_zeta.airflow_internals import run_task_states, xcom_get
-from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, REPORT_DEFERRAL_FIELD
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, DEPLOY_EARLY_REPORT_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.monitor import MAX_LEDGER_BYTES, ledger_document_problem
@@ -66,6 +66,7 @@ from airflow_provider_zeta.core.ready import (
     evaluate,
     parse_report,
     stale_store_problem,
+    stored_document,
 )
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.storage import StateStorage, stat_signature
@@ -333,7 +334,7 @@ class RunObserver:
         early_unverified: dict[str, str] = {}
         for source, task_id in self.expected.items():
             if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tokens:
-                raw = xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                raw = xcom_get(key=DEPLOY_EARLY_REPORT_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
                 if raw is not None:
                     mark = xcom_get(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
                     early[task_id] = StoredWhileDeferred(raw, mark, frozenset(ended_tokens[task_id]))
@@ -347,7 +348,7 @@ class RunObserver:
                 continue
             if task_id in self._reports and source not in self._unverified:
                 continue
-            raw = xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+            raw = stored_document(xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1))
             if raw is None:
                 continue
             self._reports[task_id] = raw

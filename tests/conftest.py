@@ -107,7 +107,8 @@ def replayable_id(item) -> str:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    """Drop the PostgreSQL variant of tests marked ``sqlite_only`` (deselected, so not a skip), and
+    """Drop the PostgreSQL variant of tests marked ``sqlite_only`` and the SQLite variant of those
+    marked ``postgres_only`` (deselected, so not a skip), and
     move the tests on the session's fake-driver clusters to the end, SQLite first: pytest has
     already grouped them by DB kind (this runs after its reordering). Under xdist this order only
     keeps each group contiguous (xdist hands out the largest groups first); in one process
@@ -116,7 +117,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         callspec = getattr(item, "callspec", None)
         on_postgres = callspec is not None and "postgres" in callspec.params.values()
-        (dropped if on_postgres and item.get_closest_marker("sqlite_only") else keep).append(item)
+        on_sqlite = callspec is not None and "sqlite" in callspec.params.values()
+        drop = (on_postgres and item.get_closest_marker("sqlite_only")) or (on_sqlite and item.get_closest_marker("postgres_only"))
+        (dropped if drop else keep).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
 

@@ -292,8 +292,8 @@ def _crash_triggerer_at(cluster, point: str, run_id: str, action) -> None:
 def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake_driver_cluster, tmp_path):
     """A triggerer killed exactly while a trigger hands over its event, before the event
     is stored (armed crash points kill the whole triggerer in that loop pass). First the driver
-    trigger of a finished job as it ends its deploy task from the triggerer (its report stored as
-    the task's return value, then TaskSuccessEvent), then ready-to-close as it ends its sensor
+    trigger of a finished job as it ends its deploy task from the triggerer (TaskSuccessEvent with
+    its report as the task's return value), then ready-to-close as it ends its sensor
     from the triggerer (TaskSuccessEvent with the ready set as XCom). Each trigger must run again
     on the next triggerer and emit the same: no report lost, no job launched again, no worker
     resume, the partition published once. Oracles: the jobs' launch log, the published files, the
@@ -340,7 +340,7 @@ def test_a_triggerer_killed_while_a_trigger_emits_its_event_loses_no_report(fake
     assert deploy_log.count("::group::Pre Execute") == 1, "deploy_alpha resumed on a worker"
     # Its triggers' lines, in the files beside it (one per triggerer that ran them).
     trigger_logs = "".join(p.read_text() for p in (logs / "task_id=counting.deploy_alpha").glob("attempt=1.log.trigger.*"))
-    assert "its report is stored and the task ends from the triggerer" in trigger_logs, trigger_logs[-2000:]
+    assert "its report goes with the event that ends the task from the triggerer" in trigger_logs, trigger_logs[-2000:]
     assert cluster.task_instance(DAG_ID, run_id, "counting.deploy_alpha")["try_number"] == 1
     assert len(launches(log)) == 3, launches(log)  # one job per source, none launched again
     reporting = {entry["task"].removeprefix("counting.deploy_"): entry["token"] for entry in launches(log)}

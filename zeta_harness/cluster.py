@@ -634,6 +634,22 @@ class AirflowCluster:
         armed.write_text(f"{run_id} hold={hold:g}\n" if hold else f"{run_id}\n")
         return armed
 
+    def arm_freeze_point(self, name: str, run_id: str) -> Path:
+        """Arm the named crash point once to freeze its caller's component (SIGSTOP of its process
+        group) instead of killing it; ``set_aside`` and ``thaw`` take it from there."""
+        armed = self.crash_points / name
+        armed.write_text(f"{run_id} freeze\n")
+        return armed
+
+    def set_aside(self, name: str) -> Component:
+        """Take the (frozen) component ``name`` out of the running set without stopping it, so that
+        a new ``name`` can start beside it; it stays in the history and is torn down with the rest."""
+        return self.components.pop(name)
+
+    def thaw(self, component: Component) -> None:
+        """Continue every process of a component frozen by a freeze point."""
+        os.killpg(component.pid, signal.SIGCONT)
+
     def release_crash_point(self, name: str) -> None:
         """End the hold of a crash point armed with one (``arm_crash_point``): its caller kills its
         component now."""

@@ -41,6 +41,15 @@ TASK_KEY_FIELDS = ("dag_id", "run_id", "task_id", "map_index")
 #: trigger that may end it (``core.deploy.trigger_reports_success``).
 DEPLOY_DEFERRAL_XCOM = "zeta_deploy_deferral"
 
+#: The deploy task's XCom holding the report its driver trigger is about to end it with, written
+#: just before the ``TaskSuccessEvent`` that carries the same report as the task's return value: a
+#: ready-to-close wait may count it a beat before the task reads ``success``
+#: (``core.ready.REPORTED_WHILE_DEFERRED``). Never the return value itself: a trigger that proved
+#: itself current and then froze may write it late, after the task ran again, and the return value
+#: of the new try must stay its own (Airflow stores the event's XCom only while the task still
+#: waits on that trigger).
+DEPLOY_EARLY_REPORT_XCOM = "zeta_deploy_report_while_deferred"
+
 #: The field of a report stored by a driver trigger (the deploy task's return value) that names
 #: the deferral it was stored under (its ``DEPLOY_DEFERRAL_XCOM`` mark): a ready-to-close wait
 #: counts such a report before the task ends only while that deferral is the task's latest

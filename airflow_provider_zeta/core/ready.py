@@ -343,15 +343,21 @@ def _report_stored_while_deferred(stored: StoredWhileDeferred, source: str, task
     return report
 
 
+def stored_document(value: Any) -> Any:
+    """A return value as the task returned it. Pushed by a trigger with ``TaskSuccessEvent(xcoms=...)``
+    (a deploy task's report, the sensor's ready set), Airflow 3.3.2 stores the XCom JSON-encoded
+    once more, so it reads back as the document's JSON text; anything else is returned as it is."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value  # not a document: its parser says so
+    return value
+
+
 def parse_ready_set(value: Any) -> tuple[int, dict[str, Report]]:
     """Parse the sensor's ready set (the completed point's input). Raises ``CorruptState``."""
-    if isinstance(value, str):
-        # Pushed by the ready-to-close trigger with ``TaskSuccessEvent(xcoms=...)``: Airflow 3.3.2
-        # stores such an XCom JSON-encoded once more, so it reads back as the document's JSON text.
-        try:
-            value = json.loads(value)
-        except ValueError:
-            pass  # not a document: said below
+    value = stored_document(value)
     if not isinstance(value, Mapping) or not isinstance(value.get("sources"), Mapping):
         raise CorruptState(
             f"the ready set is {type(value).__name__} without 'sources': the completed point must "

@@ -38,8 +38,13 @@ How it works
 
     A succeeded driver ends the task here, without a worker, where ``core.deploy`` allows it
     (``trigger_may_end_task`` when the task deferred, ``trigger_reports_success`` now) and the
-    trigger proves itself the one the task waits on (``core.events``): it stores the report as the
-    task's return value and yields ``TaskSuccessEvent``. Any error on that way wakes the task.
+    trigger proves itself the one the task waits on (``core.events``): it stores an early copy of the
+    report (``core.events.DEPLOY_EARLY_REPORT_XCOM``, which a ready-to-close wait may count a beat
+    sooner) and yields ``TaskSuccessEvent`` carrying the report as the task's return value, which
+    Airflow stores in the transaction that ends the task and only while the task still waits on this
+    trigger — so a triggerer that froze after the proof cannot store an old report over a newer
+    try's. Any error on that way wakes the task. (Airflow 3.3.2 stores such an XCom JSON-encoded once more: readers
+    decode it with ``core.ready.stored_document``.)
 
 What it does not do
     It takes no other coordination decision itself, and it never cancels a driver when the triggerer
@@ -69,6 +74,7 @@ from airflow_provider_zeta.core.deploy import (
 )
 from airflow_provider_zeta.core.events import (
     DEPLOY_DEFERRAL_XCOM,
+    DEPLOY_EARLY_REPORT_XCOM,
     STALE_CHECK_EVERY,
     may_end_task_from_trigger,
     trigger_is_stale,
@@ -86,7 +92,7 @@ from airflow_provider_zeta.core.ledger import (
 )
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
-from airflow_provider_zeta.crash_points import DRIVER_EVENT, DRIVER_SUCCESS_EVENT, crash_when_armed
+from airflow_provider_zeta.crash_points import DRIVER_EVENT, DRIVER_REPORT_PROVEN, DRIVER_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until, wait_for_full_look
@@ -273,13 +279,17 @@ class ZetaDriverTrigger(BaseTrigger):
                 if output is not None:  # h15
                     event["driver_output_offset"] = output.offset
                 run_id = str((self.task_key or {}).get("run_id"))
-                if await self._end_task_here(view, output):
-                    # The report is stored (this task's return value, stored as a task stores it);
-                    # now the event that ends the task without a worker. A triggerer killed in
-                    # between loses only the event: the next triggerer runs this trigger again from
-                    # its kwargs, reads the same ledger and stores the same report again.
+                report = await self._report_to_end_task_with(view, output)
+                if report is not None:
+                    # The report goes with the event that ends the task without a worker: Airflow
+                    # stores it as the task's return value in the transaction that ends the task,
+                    # and only if the task still waits on this trigger. A triggerer that froze after
+                    # the proof and goes on after the task ran again stores no return value (its
+                    # early copy names an old deferral, which no wait counts); one killed before the
+                    # event reaches the database loses the event, and the next triggerer runs this
+                    # trigger again from its kwargs and reads the same ledger.
                     await crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
-                    yield TaskSuccessEvent()
+                    yield TaskSuccessEvent(xcoms={"return_value": report})
                     return
                 # A triggerer killed now loses the event; the trigger runs again from its kwargs on
                 # the next triggerer and reads the same ledger.
@@ -298,17 +308,20 @@ class ZetaDriverTrigger(BaseTrigger):
                     return
             pacer.looked(time.monotonic(), signature)
 
-    async def _end_task_here(self, view: LedgerView, output: Any) -> bool:
-        """Prove and store the report; False (the task is woken instead) on anything unproven and
-        on any error: a storage or API error here must not fail the trigger, and so the task."""
+    async def _report_to_end_task_with(self, view: LedgerView, output: Any) -> dict[str, Any] | None:
+        """The task's report once this trigger is proven to be the one to end it; None (the task is
+        woken instead) on anything unproven and on any error: a storage or API error here must not
+        fail the trigger, and so the task."""
         try:
             if not await self._may_end_task(view, output):
-                return False
-            await asyncio.to_thread(self._store_report)
-            return True
+                return None
+            await crash_when_armed(DRIVER_REPORT_PROVEN, str((self.task_key or {}).get("run_id")))
+            report = self._report()
+            await asyncio.to_thread(self._store_early_report, report)
+            return report
         except Exception:
             self.log.exception("zeta driver %s: could not end the task from here; waking it", self.token)
-            return False
+            return None
 
     async def _may_end_task(self, view: LedgerView, output: Any) -> bool:
         """Whether to end the task from here with its driver's result: the rule is
@@ -347,17 +360,28 @@ class ZetaDriverTrigger(BaseTrigger):
             self.log.info("zeta driver %s: could not read the task's deferral mark", self.token, exc_info=True)
             return None
 
-    def _store_report(self) -> None:
-        """The task's return value, as ``already_succeeded`` would return it."""
-        assert self.report is not None and self.task_key and self._ledger is not None
+    def _store_early_report(self, report: dict[str, Any]) -> None:
+        """The report where a ready-to-close wait may count it before the task reads ``success``
+        (``core.events.DEPLOY_EARLY_REPORT_XCOM``), never over the task's return value."""
+        assert self.task_key
         key = self.task_key
+        xcom_set(
+            key=DEPLOY_EARLY_REPORT_XCOM,
+            value=report,
+            dag_id=key["dag_id"],
+            task_id=key["task_id"],
+            run_id=key["run_id"],
+            map_index=int(key.get("map_index", -1)),
+        )
+
+    def _report(self) -> dict[str, Any]:
+        """The task's return value, as ``already_succeeded`` would return it."""
+        assert self.report is not None and self._ledger is not None
         value = success_report(
             self._ledger.result(), str(self.report["source"]), str(self.report["task_id"]), int(self.report["incarnation"]), self.deferral_mark
         )
-        xcom_set(
-            key="return_value", value=value, dag_id=key["dag_id"], task_id=key["task_id"], run_id=key["run_id"], map_index=int(key.get("map_index", -1))
-        )
-        self.log.info("zeta driver %s: succeeded; its report is stored and the task ends from the triggerer", self.token)
+        self.log.info("zeta driver %s: succeeded; its report goes with the event that ends the task from the triggerer", self.token)
+        return value
 
     def _event(self, view: LedgerView, detail: str) -> dict[str, Any]:
         """What wakes the task: the view, and the silence measured here, re-based to this moment."""

@@ -257,22 +257,21 @@ async def _first_event(trigger, timeout=5.0):
 
 
 def test_a_succeeded_driver_ends_its_task_from_the_triggerer_with_its_report(tmp_path, monkeypatch):
-    """No worker resumes for a succeeded driver. The report is stored first (the task's
-    return value, naming the deferral it was stored under), then the event that ends the task."""
+    """No worker resumes for a succeeded driver. The report (the task's return value, naming the
+    deferral it was proven under) goes with the event that ends the task: Airflow stores it with
+    the end of the task, and only while the task still waits on this trigger, so a trigger that
+    froze after its proof cannot store it over a newer try's. The trigger itself stores only an
+    early copy under a key of its own, which a ready-to-close wait may count a beat sooner."""
     from airflow.triggers.base import TaskSuccessEvent
 
     _succeeded(tmp_path)
     trigger, stored = _ending_trigger(tmp_path, monkeypatch)
     event = asyncio.run(_first_event(trigger))
-    assert isinstance(event, TaskSuccessEvent) and not event.xcoms
-    assert stored == [
-        (
-            "return_value",
-            {"token": "tok", "output_path": "/out", "rows": 7, "spark_app_id": None, "metrics": {},
-             "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0, "deferral_mark": "m1"},
-            {"dag_id": "pipeline", "task_id": "p.deploy_alpha", "run_id": "run_a", "map_index": -1},
-        )
-    ]
+    report = {"token": "tok", "output_path": "/out", "rows": 7, "spark_app_id": None, "metrics": {},
+              "source": "alpha", "task_id": "p.deploy_alpha", "incarnation": 0, "deferral_mark": "m1"}
+    assert isinstance(event, TaskSuccessEvent) and event.xcoms == {"return_value": report}
+    where = {"dag_id": "pipeline", "task_id": "p.deploy_alpha", "run_id": "run_a", "map_index": -1}
+    assert stored == [("zeta_deploy_report_while_deferred", report, where)]
 
 
 @pytest.mark.parametrize(
@@ -320,12 +319,10 @@ def test_an_error_while_ending_the_task_wakes_it_instead_of_failing_the_trigger(
     _succeeded(tmp_path)
     trigger, stored = _ending_trigger(tmp_path, monkeypatch)
 
-    def refused(*args, **kwargs):
+    async def refused():
         raise RuntimeError("the API server answered 500")
 
-    import airflow.sdk.execution_time.xcom as xcom_module
-
-    monkeypatch.setattr(xcom_module.XCom, "set", refused)
+    trigger._task_state = refused
     event = asyncio.run(_first_event(trigger))
     assert not isinstance(event, TaskSuccessEvent) and event.payload["view"] == "succeeded"
 
