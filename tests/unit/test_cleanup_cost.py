@@ -162,8 +162,9 @@ def calls(counter: Counter) -> int:
 
 def one_record_carried_out_among(tmp_path, pending: int) -> tuple[int, int]:
     """``pending`` records held by a waiting run of the cleanup DAG; then one more record, due at
-    once, carried out by a new run; then the waiting run's wake at one of its records' due time.
-    Returns the storage calls of the new run and of the wake."""
+    once, carried out by a new run; then the waiting run's wake at its soonest record's due time.
+    Returns the storage calls of the new run and of the wake, and how far ahead the waiting run
+    had deferred to."""
     world = World(str(tmp_path / f"state-{pending}"))
     for i in range(pending):
         world.pipeline_run(f"run-{i:04d}", retention=3600 + 60 * i)
@@ -174,21 +175,22 @@ def one_record_carried_out_among(tmp_path, pending: int) -> tuple[int, int]:
     assert "due-now" not in world.pending() and len(world.pending()) == pending
     # The waiting run wakes at its soonest record's due time: that one is carried out, no other.
     wake_at = world.deferred["a"]["moment"]
-    assert world.now + 3600 <= wake_at <= world.now + 3600 + 5
-    deferred, wake = world.waiter("a", resume=True, clock=wake_at + 0.5)
+    deferred, wake = world.waiter("a", resume=True, clock=world.now + 3600.5)
     assert deferred and len(world.pending()) == pending - 1
-    return calls(new_run), calls(wake)
+    return calls(new_run), calls(wake), wake_at - world.now
 
 
 def test_carrying_out_one_record_costs_the_same_with_20_or_200_records_pending_elsewhere(tmp_path):
-    small = one_record_carried_out_among(tmp_path, 20)
-    large = one_record_carried_out_among(tmp_path, 200)
+    *small, small_wake_in = one_record_carried_out_among(tmp_path, 20)
+    *large, large_wake_in = one_record_carried_out_among(tmp_path, 200)
     # Counted, not timed: the new run's look and the wake each touch the record carried out (its
     # run's records, attempts and bookkeeping), its waiter entry and the waiters' folder, and the
     # same number of calls whatever else is pending.
     print({"20 pending": small, "200 pending": large})
     assert large == small, {"20 pending": small, "200 pending": large}
     assert max(small) <= 40, small
+    # And it woke for nothing before that due time (no periodic wake of the task).
+    assert 3600 <= small_wake_in <= 3605 and 3600 <= large_wake_in <= 3605, (small_wake_in, large_wake_in)
 
 
 # -- at most one waiter per record ---------------------------------------------------------------
