@@ -38,6 +38,16 @@ $(CHROMIUM):
 	@test "$@" = /usr/bin/chromium || { echo "ZETA_CHROMIUM=$@ does not exist; point it to a Chromium binary" >&2; exit 1; }
 	apt-get update -qq && apt-get install -y -qq chromium
 
+# The multi-host test's host with a skewed wall clock runs under Debian's libfaketime (package
+# faketime) and a small fix the harness compiles with gcc (zeta_harness/hosts.py); each installed
+# with apt-get only when missing.
+LIBFAKETIME_GLOB := /usr/lib/*/faketime/libfaketime.so.1
+.PHONY: libfaketime
+install: libfaketime
+libfaketime:
+	@if ! ls $(LIBFAKETIME_GLOB) >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq faketime; fi
+	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc libc6-dev; }
+
 # PySpark 4 needs Java 17 or newer: say so before Spark fails with a JVM error.
 java17:
 	@version=$$($(JAVA) -version 2>&1 | sed -n 's/.* version "\([0-9][0-9]*\).*/\1/p' | head -n 1); \

@@ -34,6 +34,13 @@ job process is dead before its replacement starts (the lease's kernel timer ends
 stopped), it writes nothing once resumed (no progress line, no staged file, no ledger write, no
 report), every process of it ends soon after the thaw, and only the replacement's rows are published.
 
+A worker host whose wall clock is off by minutes (libfaketime; its monotonic and boot clocks
+true): it launches both drivers 7 minutes behind the triggerer and the other worker host, so each
+heartbeat its drivers stamp looks 7 minutes old to every observer. A live driver is never taken as
+lost, and north, killed with its host, is replaced once, on the other host, only after the silence
+bound counted on the observers' clocks. Oracles: the jobs' own launch log (with the host's clock
+in its ``at``), the ledger's heartbeat stamp, the kernel's process table, the published rows.
+
 The ``soak`` variant (``make chaos``) repeats the host-kill run on more dates.
 """
 
@@ -42,16 +49,18 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 
+from airflow_provider_zeta.core.ledger import STOPPED_AFTER_FACTOR
 from airflow_provider_zeta.processes import pids_carrying
 from zeta_harness.chaos import driver_lives, entries, overlapping_drivers, relaunches
 from zeta_harness.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
-from zeta_harness.hosts import process_state, unshare_available
+from zeta_harness.hosts import NamespaceHost, process_state, skewed_clock_unavailable, skewed_wall_clock_env, unshare_available
 from zeta_harness.leftovers import leftovers_past_due, run_directory
 from zeta_harness.published import read_partition
 from zeta_harness.spark_standalone import SparkStandaloneCluster
@@ -65,6 +74,7 @@ SOURCES = ("north", "south")
 RETENTION_S = 5
 # Liveness settings of the cluster: a dead driver is judged lost within seconds, not a minute.
 LOST_AFTER_S = 15
+HEARTBEAT_INTERVAL_S = 2
 
 
 def expected_row_count(source: str) -> int:  # tests/jobs/counting_job.py's rule
@@ -105,7 +115,7 @@ def hosts_cluster(request):
         celery_workers=2,
         extra_env={
             "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection_json(),
-            "AIRFLOW__ZETA__DRIVER_HEARTBEAT_INTERVAL": "2",
+            "AIRFLOW__ZETA__DRIVER_HEARTBEAT_INTERVAL": str(HEARTBEAT_INTERVAL_S),
             "AIRFLOW__ZETA__DRIVER_LOST_AFTER": str(LOST_AFTER_S),
         },
     )
@@ -330,6 +340,134 @@ def test_a_frozen_worker_host_resumes_with_its_driver_gone(hosts_cluster):
     for source, token in (("north", new["token"]), ("south", starts(launch_log, "south")[0]["token"])):
         table = pq.read_table(home / "pipeline-output-hosts" / f"ds={ds}" / f"source={source}").to_pydict()
         assert sorted(table["n"]) == list(range(expected_row_count(source))) and set(table["token"]) == {token}, (source, table)
+
+
+#: How far the skewed worker host's wall clock is behind: far more than ``lost_after``, as a host
+#: without NTP drifts.
+SKEW_S = 7 * 60
+
+
+def clocks_of(host: NamespaceHost) -> dict[str, float]:
+    """How far the wall, monotonic and boot clocks a process of ``host`` reads are from this
+    process's (read just before and after; each a midpoint, good to the run's duration)."""
+    probe = "import json, time; print(json.dumps([time.time(), time.monotonic(), time.clock_gettime(time.CLOCK_BOOTTIME)]))"
+    def outside() -> tuple[float, float, float]:
+        return time.time(), time.monotonic(), time.clock_gettime(time.CLOCK_BOOTTIME)
+
+    before = outside()
+    result = host.run([sys.executable, "-c", probe])
+    after = outside()
+    assert result.returncode == 0, result.stderr
+    inside = json.loads(result.stdout)
+    date = host.run(["date", "+%s"])
+    return {
+        "wall": inside[0] - (before[0] + after[0]) / 2,
+        "monotonic": inside[1] - (before[1] + after[1]) / 2,
+        "boottime": inside[2] - (before[2] + after[2]) / 2,
+        "date": float(date.stdout) - time.time(),
+    }
+
+
+def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a_dead_one_early(hosts_cluster):
+    """Liveness is a duration on each observer's own clock (module docstring): worker host A, 7
+    minutes behind, launches both drivers; B, its clock true like the triggerer's, launches north's
+    replacement after A is killed. (Not a host ahead: a trigger's ``not_before`` is a moment on the
+    deferring worker's wall clock, which a triggerer behind it waits out in full; see
+    docs/deployment.md.)"""
+    _require(skewed_clock_unavailable())
+    cluster = hosts_cluster
+    home, ds = cluster.home, "2026-03-04"
+    launch_log, release = home / f"launch-{ds}.jsonl", home / f"release-{ds}"
+    release.mkdir()
+    # The fake spark-submit: the driver is the provider's real bootstrap in Python, with no JVM
+    # (a JVM does not start under libfaketime 0.9.10). The driver's wall clock is its host's.
+    no_jvm = {"PATH": f"{FAKE_SPARK_DIR}:{os.environ.get('PATH', '')}"}
+    launcher_name, replacer_name = workers(cluster)
+    stopped_after = STOPPED_AFTER_FACTOR * LOST_AFTER_S
+    try:
+        for name in ["triggerer", *workers(cluster)]:
+            if cluster.components[name].alive():
+                cluster.kill_host(name)
+        cluster.start_component("triggerer")
+        cluster.start_component(launcher_name, host_env={**no_jvm, **skewed_wall_clock_env(-SKEW_S, cluster.env())})
+        launcher = cluster.host(launcher_name)
+        clocks = clocks_of(launcher)
+        log(f"{ds}: {launcher.hostname}'s clocks minus the true ones: {clocks}")
+        assert abs(clocks["wall"] + SKEW_S) < 2 and abs(clocks["date"] + SKEW_S) < 2, clocks
+        assert abs(clocks["monotonic"]) < 2 and abs(clocks["boottime"]) < 2, clocks
+
+        triggered_at = time.time()
+        run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={
+            "launch_log": str(launch_log), "release_dir": str(release), "cleanup_delay": RETENTION_S, "spark": "",
+        })
+        cluster.wait_for(lambda: all(starts(launch_log, s) for s in SOURCES), 240, "both drivers started", interval=0.5)
+        seen_at = time.time()
+        first = {s: starts(launch_log, s)[0] for s in SOURCES}
+        assert {e["host"] for e in first.values()} == {launcher.hostname}, first
+        # The jobs stamped their start with their host's clock: 7 minutes behind the truth.
+        for entry in first.values():
+            assert triggered_at - 1 <= entry["at"] + SKEW_S <= seen_at + 1, (entry, triggered_at, seen_at)
+
+        cluster.start_component(replacer_name, host_env=no_jvm)
+        replacer = cluster.host(replacer_name)
+
+        (release / "south").touch()
+        for task, state in (("hosts.deploy_south", "success"), ("hosts.deploy_north", "deferred")):
+            cluster.wait_for(lambda task=task, state=state: cluster.task_instance(DAG_ID, run_id, task)["state"] == state,
+                             240, f"{task} {state}", interval=0.5)
+        # North's driver, 7 minutes behind, heartbeats on while observers watch for over 2 x lost_after.
+        held_from = time.monotonic()
+        while time.monotonic() - held_from < 2 * LOST_AFTER_S:
+            assert len(starts(launch_log, "north")) == 1, f"a live driver taken as lost: {starts(launch_log, 'north')}"
+            time.sleep(1)
+        old = first["north"]
+        assert pids_carrying(old["token"]), "north's first driver is not running"
+        ledger = next(run_directory(home / "zeta-state", DAG_ID, run_id).rglob(f"{old['token']}/ledger.json"))
+        heartbeat_age = time.time() - json.loads(ledger.read_text())["heartbeat_at"]  # by its host's clock
+        assert SKEW_S - 1 < heartbeat_age < SKEW_S + 2 * HEARTBEAT_INTERVAL_S + 1, heartbeat_age
+
+        cluster.kill_host(launcher_name)
+        killed_at = launcher.killed_at
+        assert killed_at is not None and not pids_carrying(old["token"])
+        log(f"{ds}: killed {launcher.hostname} with north's driver {old['token']}")
+        replaced_by = stopped_after + 120  # the bound plus the trigger's poll, a worker's pick-up, a launch
+        cluster.wait_for(lambda: len(starts(launch_log, "north")) > 1, replaced_by,
+                         f"north relaunched within {replaced_by:.0f}s of its host's death", interval=0.5)
+        new = starts(launch_log, "north")[1]
+        replaced_after = new["at"] - killed_at  # its host's clock is true
+        log(f"{ds}: north relaunched on {new['host']} {replaced_after:.1f}s after the kill (bound {stopped_after:.1f}s)")
+        assert new["host"] == replacer.hostname, new
+        # Not before the observers counted the bound: the last heartbeat came at most an interval
+        # before the kill (1 s for the launch log's own stamps).
+        assert replaced_after >= stopped_after - HEARTBEAT_INTERVAL_S - 1, replaced_after
+
+        # The replacement heartbeats on: never taken as lost.
+        held_from = time.monotonic()
+        while time.monotonic() - held_from < 2 * LOST_AFTER_S:
+            assert len(starts(launch_log, "north")) == 2, f"a live driver taken as lost: {starts(launch_log, 'north')}"
+            time.sleep(1)
+        assert pids_carrying(new["token"]), "north's replacement is not running"
+
+        (release / "north").touch()
+        cluster.wait_for_run(DAG_ID, run_id, timeout=300)
+        log_entries = entries(launch_log)
+        violations, _ = relaunches(log_entries)
+        assert violations == [], violations
+        assert [e["token"] for e in starts(launch_log, "north")] == [old["token"], new["token"]], log_entries
+        assert len(starts(launch_log, "south")) == 1, log_entries
+        assert ended(launch_log, new["token"]) and ended(launch_log, first["south"]["token"]), log_entries
+        partition = read_partition(home / "pipeline-output-hosts", ds).sources
+        for source, token in (("north", new["token"]), ("south", first["south"]["token"])):
+            rows = partition[source].rows
+            assert sorted(r["n"] for r in rows) == list(range(expected_row_count(source))), (source, rows)
+            assert {r["token"] for r in rows} == {token}, (source, rows)
+    finally:
+        # Later tests get worker hosts as the cluster starts them (true clock, real spark-submit).
+        for name in ["triggerer", *workers(cluster)]:
+            if name != "triggerer" and cluster.components[name].alive():
+                cluster.kill_host(name)
+            if not cluster.components[name].alive():
+                cluster.start_component(name)
 
 
 def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_runs_cleanup(hosts_cluster):

@@ -29,12 +29,23 @@ nothing of the host runs, but its processes, sockets and timers stay. ``thaw()``
 to all of them at once. The kernel still acts on a stopped process: a ``SIGKILL`` (a POSIX timer's
 included) ends it, and it stays a zombie until its frozen parent reaps it after the thaw.
 
+**A host whose wall clock is off** (an NTP-less VM, a drifted container host) runs every
+process under Debian's libfaketime: ``skewed_wall_clock_env(seconds)`` is the environment to start
+it with (``LD_PRELOAD``, ``FAKETIME``). Only the wall clock moves (``time.time()``, ``date``, file
+times the host's processes stamp themselves); ``CLOCK_MONOTONIC`` and ``CLOCK_BOOTTIME`` run true,
+as on a real host whose clock is merely set wrong (``FAKETIME_DONT_FAKE_MONOTONIC=1``, and a small
+preloaded fix, ``faketime_monotonic_fix.c``, for the sleeps and timers on those clocks that
+libfaketime 0.9.10 still shifts). ``NamespaceHost.run()`` runs a command inside a host with its
+environment, e.g. to read the clocks it sees.
+
 This module imports only the standard library: the init runs it before anything else.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
+import hashlib
 import os
 import signal
 import subprocess
@@ -73,6 +84,67 @@ def unshare_available() -> str | None:
     if result.returncode != 0:
         return f"unshare --pid --uts --mount failed (needs root or user namespaces): {result.stderr.strip()}"
     return None
+
+
+#: Where Debian's ``libfaketime`` package (``apt-get install faketime``) puts the library.
+LIBFAKETIME_GLOB = "/usr/lib/*/faketime/libfaketime.so.1"
+#: The fix preloaded before libfaketime (see its header), built once per source version.
+_MONOTONIC_FIX_SOURCE = Path(__file__).with_name("faketime_monotonic_fix.c")
+#: Built outside /tmp: every host has a private /tmp, and each process of a host loads it.
+_MONOTONIC_FIX_DIR = Path("/var/tmp/zeta-faketime-fix")
+
+
+def libfaketime_path() -> str | None:
+    found = sorted(glob.glob(LIBFAKETIME_GLOB))
+    return found[0] if found else None
+
+
+def skewed_clock_unavailable() -> str | None:
+    """None when ``skewed_wall_clock_env`` can work here, else why not (for a skip message)."""
+    if libfaketime_path() is None:
+        return f"libfaketime is not installed (no {LIBFAKETIME_GLOB}; Debian: apt-get install faketime, as make install does)"
+    try:
+        _monotonic_fix()
+    except HostError as error:
+        return str(error)
+    return None
+
+
+def _monotonic_fix() -> str:
+    source = _MONOTONIC_FIX_SOURCE.read_bytes()
+    library = _MONOTONIC_FIX_DIR / f"faketime-monotonic-fix-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if library.exists():
+        return str(library)
+    _MONOTONIC_FIX_DIR.mkdir(parents=True, exist_ok=True)
+    partial = library.with_suffix(f".{os.getpid()}.partial")
+    try:
+        result = subprocess.run(
+            ["gcc", "-shared", "-fPIC", "-O2", "-o", str(partial), str(_MONOTONIC_FIX_SOURCE), "-ldl"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise HostError(f"cannot build {_MONOTONIC_FIX_SOURCE.name} (needs gcc): {error}") from None
+    if result.returncode != 0:
+        raise HostError(f"cannot build {_MONOTONIC_FIX_SOURCE.name}: {result.stderr.strip()[-2000:]}")
+    os.replace(partial, library)
+    return str(library)
+
+
+def skewed_wall_clock_env(seconds: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment that gives every process of a host a wall clock ``seconds`` off (ahead when
+    positive), its monotonic and boot clocks true; pass it as the host's environment (``env`` is
+    the host's own, whose ``LD_PRELOAD`` is kept after libfaketime's)."""
+    faketime = libfaketime_path()
+    if faketime is None:
+        raise HostError(skewed_clock_unavailable() or "libfaketime is not installed")
+    preload = " ".join(p for p in (_monotonic_fix(), faketime, (env or {}).get("LD_PRELOAD", "")) if p)
+    return {
+        "LD_PRELOAD": preload,
+        "FAKETIME": f"{int(seconds):+d}",  # a constant offset in seconds from the true time
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
 
 
 class NamespaceHost:
@@ -203,6 +275,21 @@ class NamespaceHost:
             except ProcessLookupError:
                 pass
         return members
+
+    def run(self, command: Sequence[str], timeout: float = 30) -> subprocess.CompletedProcess:
+        """Run ``command`` inside this host (its PID, mount and UTS namespaces) with the host's
+        environment, as one more process of it; returns its completed process (text output)."""
+        if self.init_pid is None or not self.alive():
+            raise HostError(f"host {self.hostname} is not running")
+        return subprocess.run(
+            ["nsenter", "--target", str(self.init_pid), "--pid", "--mount", "--uts", "--", *command],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
 
     def terminate(self) -> None:
         """Ask the command to stop (SIGTERM through the init); ``kill()`` ends whatever is left."""

@@ -1,0 +1,91 @@
+/*
+ * Preloaded before Debian's libfaketime (0.9.10) on a host with a skewed wall clock
+ * (zeta_harness/hosts.py, NamespaceHost(wall_clock_skew=...)): with FAKETIME_DONT_FAKE_MONOTONIC=1
+ * libfaketime leaves clock_gettime(CLOCK_MONOTONIC / CLOCK_BOOTTIME) true, but still shifts the
+ * absolute deadlines given to clock_nanosleep and timer_settime on those clocks by the fake offset:
+ * Python 3.11's time.sleep (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)) fails with EINVAL
+ * (libfaketime issue 426), and a POSIX timer on CLOCK_BOOTTIME armed at an absolute deadline
+ * fires minutes early or late. A host whose wall clock is off by minutes has neither fault: its
+ * monotonic and boot clocks run true. So this library sends calls on those clocks straight to the
+ * C library and everything else on to libfaketime.
+ *
+ * Built by the harness: gcc -shared -fPIC -O2 -o <lib>.so faketime_monotonic_fix.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+static void *libc_handle(void) {
+    static void *handle;
+    if (!handle)
+        handle = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    return handle;
+}
+
+static void *symbol(int own_clock, const char *name) {
+    void *found = own_clock ? dlsym(libc_handle(), name) : dlsym(RTLD_NEXT, name);
+    return found ? found : dlsym(RTLD_NEXT, name);
+}
+
+static int true_clock(clockid_t clock) {
+    return clock == CLOCK_MONOTONIC || clock == CLOCK_MONOTONIC_RAW || clock == CLOCK_MONOTONIC_COARSE ||
+           clock == CLOCK_BOOTTIME || clock == CLOCK_BOOTTIME_ALARM;
+}
+
+int clock_nanosleep(clockid_t clock, int flags, const struct timespec *request, struct timespec *remain) {
+    int (*call)(clockid_t, int, const struct timespec *, struct timespec *) =
+        symbol(true_clock(clock), "clock_nanosleep");
+    return call(clock, flags, request, remain);
+}
+
+/* Which timers run on a true clock: timer_settime is not told the timer's clock. */
+#define TIMERS 256
+static timer_t true_timers[TIMERS];
+static int true_timer_count;
+static pthread_mutex_t timers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int on_true_clock(timer_t timer) {
+    int found = 0;
+    pthread_mutex_lock(&timers_lock);
+    for (int i = 0; i < true_timer_count && !found; i++)
+        found = true_timers[i] == timer;
+    pthread_mutex_unlock(&timers_lock);
+    return found;
+}
+
+int timer_create(clockid_t clock, struct sigevent *event, timer_t *timer) {
+    int (*call)(clockid_t, struct sigevent *, timer_t *) = symbol(0, "timer_create");
+    int result = call(clock, event, timer);
+    if (result == 0 && true_clock(clock)) {
+        pthread_mutex_lock(&timers_lock);
+        if (true_timer_count < TIMERS)
+            true_timers[true_timer_count++] = *timer;
+        pthread_mutex_unlock(&timers_lock);
+    }
+    return result;
+}
+
+int timer_delete(timer_t timer) {
+    int (*call)(timer_t) = symbol(0, "timer_delete");
+    pthread_mutex_lock(&timers_lock);
+    for (int i = 0; i < true_timer_count; i++)
+        if (true_timers[i] == timer) {
+            true_timers[i] = true_timers[--true_timer_count];
+            break;
+        }
+    pthread_mutex_unlock(&timers_lock);
+    return call(timer);
+}
+
+int timer_settime(timer_t timer, int flags, const struct itimerspec *value, struct itimerspec *old) {
+    int (*call)(timer_t, int, const struct itimerspec *, struct itimerspec *) =
+        symbol(on_true_clock(timer), "timer_settime");
+    return call(timer, flags, value, old);
+}
+
+int timer_gettime(timer_t timer, struct itimerspec *value) {
+    int (*call)(timer_t, struct itimerspec *) = symbol(on_true_clock(timer), "timer_gettime");
+    return call(timer, value);
+}
