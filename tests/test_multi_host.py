@@ -35,10 +35,11 @@ stopped), it writes nothing once resumed (no progress line, no staged file, no l
 report), every process of it ends soon after the thaw, and only the replacement's rows are published.
 
 A worker host whose wall clock is off by minutes (libfaketime; its monotonic and boot clocks
-true): it launches both drivers 7 minutes behind the triggerer and the other worker host, so each
-heartbeat its drivers stamp looks 7 minutes old to every observer. A live driver is never taken as
-lost, and north, killed with its host, is replaced once, on the other host, only after the silence
-bound counted on the observers' clocks. Oracles: the jobs' own launch log (with the host's clock
+true): it launches both drivers 7 minutes behind (or ahead of) the triggerer and the other worker
+host, so each heartbeat its drivers stamp looks 7 minutes old (or 7 minutes in the future) to every
+observer. A live driver is never taken as lost, and north, killed with its host, is replaced once,
+on the other host, only after the silence bound counted on the observers' clocks — not sooner, not
+minutes later. Oracles: the jobs' own launch log (with the host's clock
 in its ``at``), the ledger's heartbeat stamp, the kernel's process table, the published rows.
 
 The ``soak`` variant (``make chaos``) repeats the host-kill run on more dates.
@@ -342,7 +343,7 @@ def test_a_frozen_worker_host_resumes_with_its_driver_gone(hosts_cluster):
         assert sorted(table["n"]) == list(range(expected_row_count(source))) and set(table["token"]) == {token}, (source, table)
 
 
-#: How far the skewed worker host's wall clock is behind: far more than ``lost_after``, as a host
+#: How far the skewed worker host's wall clock is off: far more than ``lost_after``, as a host
 #: without NTP drifts.
 SKEW_S = 7 * 60
 
@@ -368,15 +369,16 @@ def clocks_of(host: NamespaceHost) -> dict[str, float]:
     }
 
 
-def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a_dead_one_early(hosts_cluster):
+@pytest.mark.parametrize("skew", [-SKEW_S, SKEW_S], ids=["behind", "ahead"])
+def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_dead_one_late_or_early(hosts_cluster, skew):
     """Liveness is a duration on each observer's own clock (module docstring): worker host A, 7
-    minutes behind, launches both drivers; B, its clock true like the triggerer's, launches north's
-    replacement after A is killed. (Not a host ahead: a trigger's ``not_before`` is a moment on the
-    deferring worker's wall clock, which a triggerer behind it waits out in full; see
-    docs/deployment.md.)"""
+    minutes behind or ahead, launches both drivers; B, its clock true like the triggerer's, launches
+    north's replacement after A is killed. Behind, a wall-clock judge would take the live driver as
+    lost; ahead, it would wait minutes to replace the dead one (and a trigger that waited out the
+    deferring worker's ``not_before`` in full would hold the finished source deferred)."""
     _require(skewed_clock_unavailable())
     cluster = hosts_cluster
-    home, ds = cluster.home, "2026-03-04"
+    home, ds = cluster.home, {-SKEW_S: "2026-03-04", SKEW_S: "2026-03-05"}[skew]
     launch_log, release = home / f"launch-{ds}.jsonl", home / f"release-{ds}"
     release.mkdir()
     # The fake spark-submit: the driver is the provider's real bootstrap in Python, with no JVM
@@ -389,11 +391,11 @@ def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a
             if cluster.components[name].alive():
                 cluster.kill_host(name)
         cluster.start_component("triggerer")
-        cluster.start_component(launcher_name, host_env={**no_jvm, **skewed_wall_clock_env(-SKEW_S, cluster.env())})
+        cluster.start_component(launcher_name, host_env={**no_jvm, **skewed_wall_clock_env(skew, cluster.env())})
         launcher = cluster.host(launcher_name)
         clocks = clocks_of(launcher)
         log(f"{ds}: {launcher.hostname}'s clocks minus the true ones: {clocks}")
-        assert abs(clocks["wall"] + SKEW_S) < 2 and abs(clocks["date"] + SKEW_S) < 2, clocks
+        assert abs(clocks["wall"] - skew) < 2 and abs(clocks["date"] - skew) < 2, clocks
         assert abs(clocks["monotonic"]) < 2 and abs(clocks["boottime"]) < 2, clocks
 
         triggered_at = time.time()
@@ -404,9 +406,9 @@ def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a
         seen_at = time.time()
         first = {s: starts(launch_log, s)[0] for s in SOURCES}
         assert {e["host"] for e in first.values()} == {launcher.hostname}, first
-        # The jobs stamped their start with their host's clock: 7 minutes behind the truth.
+        # The jobs stamped their start with their host's clock: 7 minutes off the truth.
         for entry in first.values():
-            assert triggered_at - 1 <= entry["at"] + SKEW_S <= seen_at + 1, (entry, triggered_at, seen_at)
+            assert triggered_at - 1 <= entry["at"] - skew <= seen_at + 1, (entry, triggered_at, seen_at)
 
         cluster.start_component(replacer_name, host_env=no_jvm)
         replacer = cluster.host(replacer_name)
@@ -415,7 +417,7 @@ def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a
         for task, state in (("hosts.deploy_south", "success"), ("hosts.deploy_north", "deferred")):
             cluster.wait_for(lambda task=task, state=state: cluster.task_instance(DAG_ID, run_id, task)["state"] == state,
                              240, f"{task} {state}", interval=0.5)
-        # North's driver, 7 minutes behind, heartbeats on while observers watch for over 2 x lost_after.
+        # North's driver, 7 minutes off, heartbeats on while observers watch for over 2 x lost_after.
         held_from = time.monotonic()
         while time.monotonic() - held_from < 2 * LOST_AFTER_S:
             assert len(starts(launch_log, "north")) == 1, f"a live driver taken as lost: {starts(launch_log, 'north')}"
@@ -424,7 +426,7 @@ def test_a_worker_host_minutes_behind_neither_loses_a_live_driver_nor_replaces_a
         assert pids_carrying(old["token"]), "north's first driver is not running"
         ledger = next(run_directory(home / "zeta-state", DAG_ID, run_id).rglob(f"{old['token']}/ledger.json"))
         heartbeat_age = time.time() - json.loads(ledger.read_text())["heartbeat_at"]  # by its host's clock
-        assert SKEW_S - 1 < heartbeat_age < SKEW_S + 2 * HEARTBEAT_INTERVAL_S + 1, heartbeat_age
+        assert -skew - 1 < heartbeat_age < -skew + 2 * HEARTBEAT_INTERVAL_S + 1, heartbeat_age
 
         cluster.kill_host(launcher_name)
         killed_at = launcher.killed_at

@@ -27,6 +27,16 @@ def not_before() -> float:
     return time.time() + MIN_DEFERRAL_SECONDS
 
 
+async def wait_out_min_deferral(not_before: float) -> None:
+    """Wait until ``not_before`` (from ``not_before()``, on the deferring worker's wall clock), but
+    never longer than ``MIN_DEFERRAL_SECONDS`` on this process's clock: the triggerer may run on
+    another host, and a worker whose clock runs minutes ahead must not keep its task deferred for
+    the difference."""
+    delay = min(not_before - time.time(), MIN_DEFERRAL_SECONDS)
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
 async def sleep_until(moment: float) -> None:
     delay = moment - time.time()
     if delay > 0:

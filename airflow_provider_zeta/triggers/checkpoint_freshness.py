@@ -20,7 +20,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_provider_zeta.core.freshness import Freshness, next_look
-from airflow_provider_zeta.triggers import sleep_until
+from airflow_provider_zeta.triggers import sleep_until, wait_out_min_deferral
 
 
 class CheckpointFreshnessTrigger(BaseTrigger):
@@ -86,7 +86,7 @@ class CheckpointFreshnessTrigger(BaseTrigger):
                 self.log.info("zeta.freshness.%s: %s", judgement.rule, judgement.message)
                 last_rule = judgement.rule
             if judgement.verdict is not Freshness.WATCHING:
-                await sleep_until(self.not_before)
+                await wait_out_min_deferral(self.not_before)
                 yield TriggerEvent(
                     {
                         "verdict": judgement.verdict.value,

@@ -95,7 +95,7 @@ from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_
 from airflow_provider_zeta.crash_points import DRIVER_EVENT, DRIVER_REPORT_PROVEN, DRIVER_SUCCESS_EVENT, crash_when_armed
 from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
-from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, sleep_until, wait_for_full_look
+from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, wait_for_full_look, wait_out_min_deferral
 from airflow_provider_zeta.triggers.file_watch import StatBatch, stat_batch
 
 
@@ -274,7 +274,7 @@ class ZetaDriverTrigger(BaseTrigger):
             if fire:
                 assert view is not None
                 self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
-                await sleep_until(self.not_before)
+                await wait_out_min_deferral(self.not_before)
                 event = self._event(view, detail or "")
                 if output is not None:  # h15
                     event["driver_output_offset"] = output.offset

@@ -42,7 +42,7 @@ from airflow_provider_zeta.core.events import STALE_CHECK_EVERY, may_end_task_fr
 from airflow_provider_zeta.core.pacing import Pacer, listing_interval
 from airflow_provider_zeta.core.ready import Verdict
 from airflow_provider_zeta.crash_points import READY_SUCCESS_EVENT, crash_when_armed
-from airflow_provider_zeta.triggers import sleep_until, wait_for_full_look
+from airflow_provider_zeta.triggers import wait_for_full_look, wait_out_min_deferral
 
 #: How often the trigger lists which drivers of its unreported sources ended (a listing and a
 #: stat per unreported source; one trigger per run, not per source) ...
@@ -233,7 +233,7 @@ class ReadyToCloseTrigger(BaseTrigger):
             signature = await wait_for_full_look(pacer, cheap_look)
             evaluation = await observe(self.incarnation, self.deadline, seen_ending())
             if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
-                await sleep_until(self.not_before)
+                await wait_out_min_deferral(self.not_before)
                 # A source may have been cleared meanwhile (alone: its downstream not with it).
                 evaluation = await observe(self.incarnation, self.deadline, seen_ending())
             change = evaluation.progress_from(previous)
@@ -264,7 +264,7 @@ class ReadyToCloseTrigger(BaseTrigger):
                     continue
                 evaluation = previous = confirmed  # a source changed while deciding: judged as any look
             if evaluation.verdict is not Verdict.WAITING:
-                await sleep_until(self.not_before)
+                await wait_out_min_deferral(self.not_before)
                 yield TriggerEvent(self._event(evaluation))
                 return
             if self.task_id is not None and time.monotonic() >= next_stale_check:

@@ -345,3 +345,21 @@ def test_an_unreadable_ledger_wakes_the_task_with_no_job_written_text_in_the_eve
     text = repr(event)
     secret = "Zq9x7Wv3Kp2Rt8Yb"
     assert not any(secret[i : i + 6] in text for i in range(len(secret) - 5)), text  # no 6-character fragment
+
+
+@pytest.mark.parametrize("worker_ahead_s", [420.0, -420.0])
+def test_a_deferring_worker_whose_clock_is_minutes_off_never_holds_the_event_longer_than_the_minimum_deferral(
+    tmp_path, monkeypatch, worker_ahead_s
+):
+    """``not_before`` is a moment on the deferring worker's wall clock; the triggerer may run on a
+    host whose clock differs by minutes. A worker ahead must not keep its task deferred for the
+    difference: the wait is never longer than the minimum deferral on the triggerer's own clock."""
+    import airflow_provider_zeta.triggers as triggers
+
+    monkeypatch.setattr(triggers, "MIN_DEFERRAL_SECONDS", 0.3)
+    _write_ledger(tmp_path, status=LedgerStatus.SUCCEEDED)
+    trigger = _trigger(tmp_path, not_before=time.time() + worker_ahead_s)
+    started = time.monotonic()
+    payload = asyncio.run(_first(trigger, timeout=5.0))
+    assert payload["view"] == "succeeded"
+    assert time.monotonic() - started < 3.0
