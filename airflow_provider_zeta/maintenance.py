@@ -44,15 +44,18 @@ def zeta_cleanup_dag(
 ) -> DAG:
     """A DAG scheduled on ``CLEANUP_ASSET`` with one ``CarryOutCleanupsOperator`` task.
 
-    Each run waits (deferred, no worker slot) for the records its triggering events name and every
-    record pending when it starts, and carries them out at their due times. Events that arrive while ``max_active_runs`` runs wait
-    collapse into the next run, which takes them all, soonest first; keep ``max_active_runs`` above
-    the number of cleanups you expect to wait at once (runs of a backfill within one window), or a
-    record due sooner than every waiting run's is carried out late: by the first waiting run to list
-    the records again, within ``rescan_interval``. ``operator_class`` is the task's
-    class, a subclass of ``CarryOutCleanupsOperator`` (the tests' arms crash windows).
-    ``rescan_interval``: the longest a waiting run goes without listing the pending records again
-    (``CarryOutCleanupsOperator``).
+    Each pending cleanup record has one waiter: the run that claimed its waiter entry (a rename out
+    of ``cleanup_waiters/_unclaimed/`` in the state root). A run claims, at its first look, the
+    unclaimed entries and those of runs no longer queued or running, then waits (deferred, no worker
+    slot) only for its own records' due times and carries each out then; it never reads the records
+    other live runs wait for. Its trigger looks for unclaimed entries every ``rescan_interval`` and
+    wakes the task early only when there is one. Events that arrive while ``max_active_runs`` runs
+    wait collapse into the next run; an entry no run claims meanwhile is claimed by the first
+    waiting run to look, within ``rescan_interval``, so keep ``max_active_runs`` above the number of
+    cleanup runs you expect to wait at once (the runs of a backfill within one retention window).
+    ``operator_class`` is the task's class, a subclass of ``CarryOutCleanupsOperator`` (the tests'
+    arms crash windows). ``recheck_interval``: time between looks at a run whose newer incarnation
+    is still active (``CarryOutCleanupsOperator``).
     """
     dag_kwargs.setdefault("start_date", _START)
     dag_kwargs.setdefault("tags", ["zeta", "maintenance"])
