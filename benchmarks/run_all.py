@@ -171,26 +171,44 @@ How to read it:
     ),
     (
         "cleanup-look",
-        "Cleanup DAG: one look over 1,000 pending records",
-        ["cleanup_bench.py", "--markdown"],
-        ["cleanup_bench.py", "--markdown", "--records", "100", "--due", "3", "--rounds", "1"],
+        "Cleanup DAG: 1,000 pending records across 100 runs",
+        ["cleanup_cost_bench.py", "--markdown"],
+        ["cleanup_cost_bench.py", "--markdown", "--runs", "10", "--seconds", "5"],
         """How to read it:
 
-- `CarryOutCleanupsOperator`, the real code, on a local state root, the Airflow calls answered
-  in-process; calls are counted through a subclass of the provider's `StateStorage` ("reads":
-  `read_bytes` and `exists`). The counts do not depend on the machine; the wall times do.
-- **One listing per look, then only what is due**: the listing is one `run.json` read, one
-  `cleanup/` listing and one record read per run directory (about 1,000 listings and 2,000 reads
-  here); each due record adds a bounded number of calls on its own run (its records before and
-  after, its attempt and output directories, the deletion). `tests/unit/test_cleanup_schedule.py`
-  asserts that bound, counted, not timed.
-- **Before** (the carry-out loop of commit 3802271, measured with this script on that code, just
-  before the figures above, 2 cores busy with a cluster test): first look 5,066 listings, 7,980 reads,
-  5.00 s; a wake 4,044 listings, 5,920 reads, 5.49 s. Every pass listed the whole state root and
-  then read the records of every run it waited for again, due or not, and it passed again at once
-  after carrying anything out.
-- Add for a deployment two or three Airflow API calls per due record (run state and incarnation,
-  asked again just before deleting), and on an object store one request per listing or read.""",
+- The real code throughout: the pipeline's `DelayedCleanupOperator` writes the 1,000 records (due
+  over the second hour, in announcement order), the cleanup DAG's `CarryOutCleanupsOperator` takes
+  and carries them out, on a local state root; its Airflow requests go through the Task SDK's own
+  message handlers to Airflow's execution API served in-process from a SQLite metadata database
+  (Airflow's tables), where every SQL statement is counted (SQLAlchemy `before_cursor_execute`).
+  Storage calls are counted through a subclass of the provider's `StateStorage`. The waits are
+  skipped with a simulated clock; only the triggerer CPU is measured in real time.
+- **One waiter per record**: each run of the cleanup DAG took the 10 records of the pipeline run
+  announced before it started and waits only for those (`CleanupWaitTrigger`, one per waiting
+  run). Nothing wakes for another run's due time: the 1,000 records were carried out in 100
+  resumes, one per waiting run (a run's 10 records fall due within 36 s, so the task waits for
+  the rest in place). With records due farther apart a run resumes once per due time.
+- **Per carry-out**: a record's own run (its records, attempts, bookkeeping), its waiter entry,
+  and six execution-API requests (run count, state and incarnation, asked twice: at the due time
+  and just before deleting), each one SQL statement. None of it depends on how many records are
+  pending elsewhere; `tests/unit/test_cleanup_cost.py` asserts that (the same count with 20 and
+  200 pending).
+- **A new run's first look** grows with the number of *waiting runs* of the cleanup DAG, not
+  records: one listing of the waiters' folders and one read per waiter (99 here), and one
+  execution-API request for all of them (how many are still queued or running). The cleanup DAG's
+  `max_active_runs` (64 by default) bounds it.
+- **Triggerer CPU while they wait**: a `CleanupWaitTrigger` sleeps until its run's due time and
+  lists the unclaimed entries every `rescan_interval` (600 s) in a thread; in the minute measured
+  no trigger listed anything. With the interval at its shortest (12 s), 100 triggers made 600
+  listings of the (empty) unclaimed folder in that minute for 0.09 % of one core. The triggerer's
+  own per-trigger bookkeeping in the metadata database is not included.
+- **Before** (the code this replaces, figures from its own benchmark, `benchmarks/cleanup_bench.py`
+  at commit 9730bfc): every run of the cleanup DAG took every pending record at its first look, and
+  every look listed every run directory and read every record of the state root (1,072 listings and
+  2,000 reads per look over 1,000 records), so each of up to 64 waiting runs woke at each due time
+  and paid that listing. `tests/unit/test_cleanup_cost.py` counted, on that code, 79 storage calls
+  for one carry-out among 20 pending records and 619 among 200.
+- Add, on an object store, one HTTP request per storage call; a rename there is a copy and a delete.""",
     ),
 ]
 
