@@ -98,3 +98,24 @@ def test_a_held_point_fires_when_released_and_an_unreadable_hold_counts_as_none(
 
     asyncio.run(unreadable())
     assert events == ["killed", "killed"]
+
+
+def test_a_point_armed_to_freeze_stops_the_callers_process_group_and_returns_once_continued(tmp_path, events, monkeypatch):
+    """Armed with ``freeze``: SIGSTOP to the caller's own process group (nothing of the component
+    runs), never a kill; when the group is continued the caller goes on from the point, once."""
+    import signal
+
+    signals: list = []
+    monkeypatch.setattr(crash_points.os, "killpg", lambda group, sig: signals.append((group, sig)))
+    (tmp_path / "some.point").write_text("run-1 freeze\n")
+
+    async def caller():
+        await crash_points.crash_when_armed("some.point", "run-1")
+        events.append("went on")
+        await crash_points.crash_when_armed("some.point", "run-1")  # disarmed by the first call
+        await asyncio.sleep(0)
+
+    asyncio.run(caller())
+    assert signals == [(crash_points.os.getpgrp(), signal.SIGSTOP)]
+    assert events == ["went on"]
+    assert not (tmp_path / "some.point").exists()
