@@ -87,6 +87,8 @@ def state_name(state: Any) -> str | None:
 
 
 class RecordStatus(str, Enum):
+    """Whether a record's paths are still to be deleted or were deleted."""
+
     PENDING = "pending"
     CLEANED = "cleaned"
 
@@ -126,6 +128,7 @@ class CleanupRecord:
     tasks: tuple[str, ...] = ()
 
     def to_json(self) -> bytes:
+        """The record as the bytes of its file (sorted JSON, with the record format version)."""
         data = asdict(self)
         data["status"] = self.status.value
         data["state_paths"] = list(self.state_paths)
@@ -142,9 +145,11 @@ class CleanupRecord:
 
     @property
     def paths_count(self) -> int:
+        """How many paths the record deletes: its state paths and its output paths."""
         return len(self.state_paths) + sum(len(p) for p in self.outputs.values())
 
     def with_changes(self, **changes: Any) -> CleanupRecord:
+        """A copy of the record with ``changes`` applied."""
         return replace(self, **changes)
 
 
@@ -243,6 +248,7 @@ class Leftovers:
     outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def minus(self, records: Sequence[CleanupRecord]) -> Leftovers:
+        """What is left of these leftovers once the paths ``records`` cover are taken out."""
         covered_state = {p for r in records for p in r.state_paths}
         covered_out = {(root, p) for r in records for root, paths in r.outputs.items() for p in paths}
         outputs = {
@@ -255,10 +261,12 @@ class Leftovers:
 
     @property
     def empty(self) -> bool:
+        """Whether nothing is left to delete."""
         return not self.state_paths and not any(self.outputs.values())
 
 
 def merge_outputs(*groups: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """The union of groups of output paths: each root's paths sorted, roots without a path left out."""
     merged: dict[str, set[str]] = {}
     for group in groups:
         for root, paths in group.items():
@@ -281,6 +289,7 @@ CHUNKED_FIELDS = ("state_paths", "outputs", "stopped_drivers", "adopted", "tasks
 
 
 def record_chunk_key(index: int) -> str:
+    """Task-state-store key of the record's path chunk number ``index``."""
     return f"{RECORD_KEY}_paths_{index}"
 
 
@@ -326,6 +335,8 @@ def record_from_store(header: Any, read_chunk: Any, where: str) -> CleanupRecord
 
 
 class StartAction(str, Enum):
+    """What a cleanup task does when it starts (``decide_start``)."""
+
     NEW = "new"  # write a new record (adopting older incarnations' records), then wait
     RESUME = "resume"  # a record of this incarnation exists: wait for its original due time
     ALREADY_CLEANED = "already_cleaned"  # this incarnation's cleanup already ran: nothing to do
@@ -334,6 +345,8 @@ class StartAction(str, Enum):
 
 @dataclass(frozen=True)
 class StartDecision:
+    """``decide_start``'s answer: the action, the rule that chose it and why."""
+
     action: StartAction
     rule: str
     reason: str
@@ -516,6 +529,8 @@ class RunStatus:
 
 
 class DueAction(str, Enum):
+    """What to do with a record when it is looked at (``decide_due``)."""
+
     WAIT = "wait"  # not due yet: wait for ``until`` (absolute)
     CARRY_OUT = "carry_out"  # delete exactly the record's paths now
     RECHECK = "recheck"  # a newer incarnation is active: look again at ``until``
@@ -525,6 +540,8 @@ class DueAction(str, Enum):
 
 @dataclass(frozen=True)
 class DueDecision:
+    """``decide_due``'s answer: the action, the rule that chose it and why, and when to look again."""
+
     action: DueAction
     rule: str
     reason: str
@@ -669,6 +686,7 @@ def waiter_folder_name(dag_id: str, run_id: str) -> str:
 
 
 def waiter_entry(key: RecordKey, due_at: float) -> bytes:
+    """The bytes of a waiter entry: which record (``key``) is waited for, and its due time."""
     dag_id, run_id, owner, incarnation = key
     return json.dumps(
         {"dag_id": dag_id, "run_id": run_id, "owner": owner, "incarnation": incarnation, "due_at": due_at},
@@ -689,10 +707,12 @@ def parse_waiter_entry(raw: bytes | None) -> tuple[RecordKey, float] | None:
 
 
 def waiter_info(dag_id: str, run_id: str) -> bytes:
+    """The bytes of a waiter's info file: the run of the cleanup DAG that waits."""
     return json.dumps({"dag_id": dag_id, "run_id": run_id}, sort_keys=True).encode()
 
 
 def parse_waiter_info(raw: bytes | None) -> tuple[str, str] | None:
+    """(dag_id, run_id) of a waiter's info file; ``None`` when absent or unreadable."""
     try:
         data = json.loads(raw or b"")
         return str(data["dag_id"]), str(data["run_id"])
@@ -784,6 +804,8 @@ class DagOverdue:
 
 @dataclass(frozen=True)
 class OverdueSummary:
+    """The overdue cleanups of the state root, by DAG, with what to do about them."""
+
     dags: tuple[DagOverdue, ...]  # the DAGs with an overdue record, most late first
     total: Overdue
     sweep_records: int  # how many of the total are the sweep's own records
@@ -871,6 +893,8 @@ class RunPhase(str, Enum):
 
 @dataclass(frozen=True)
 class DriverView:
+    """One driver attempt of a run as the sweep sees it: where it is and whether it may still run."""
+
     token: str
     attempt_path: str  # relative to the state root
     task_id: str
@@ -880,6 +904,8 @@ class DriverView:
 
 @dataclass(frozen=True)
 class RunView:
+    """What the sweep knows of one run: its state, its cleanup records, its leftovers and its drivers."""
+
     dag_id: str
     run_id: str
     run_state: str | None  # None: the run does not exist (deleted)
@@ -893,6 +919,9 @@ class RunView:
 
 @dataclass(frozen=True)
 class SweepPlan:
+    """What the sweep does with one run (``plan_sweep``): the drivers to stop and the records to carry
+    out, write, renew or drop."""
+
     rule: str
     reason: str
     phase: RunPhase

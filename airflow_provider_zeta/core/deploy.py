@@ -96,6 +96,8 @@ from airflow_provider_zeta.core.ledger import (
 
 
 class Action(str, Enum):
+    """What the deploy task does next (``decide``)."""
+
     FRESH_LAUNCH = "fresh_launch"  # write an intent with a new token, then launch
     REATTACH = "reattach"  # defer on the token's running driver
     WAIT_FOR_LAUNCH = "wait_for_launch"  # intent stored, driver not visible yet: wait, bounded
@@ -110,6 +112,8 @@ class Action(str, Enum):
 
 
 class ProcessView(str, Enum):
+    """What this host can tell of the recorded driver process."""
+
     ALIVE = "alive"  # a process carrying the token runs on this host
     GONE = "gone"  # the recorded driver process is known to have exited (checked on its own host)
     UNKNOWN = "unknown"  # no handle on this host (or no recorded start time): only the ledger can tell
@@ -122,6 +126,8 @@ LAUNCH_STUCK_FACTOR = 5
 
 @dataclass(frozen=True)
 class Timing:
+    """The durations, in seconds, a deploy decision is made with."""
+
     lost_after: float  # observed heartbeat silence after which a running ledger counts as lost
     launch_grace: float  # how long an intent without a ledger may be a launch in progress
     job_timeout: float | None = None  # how long a driver may run, counted from its intent (None: no limit)
@@ -134,6 +140,8 @@ class Timing:
 
 @dataclass(frozen=True)
 class DeployObservation:
+    """Everything ``decide`` looks at: the task's try, its attempt record, the driver's ledger and process, and the timing."""
+
     now: float
     incarnation: int
     try_number: int
@@ -221,6 +229,7 @@ class DeployObservation:
 
     @property
     def heartbeat_stale(self) -> bool:
+        """The ledger's heartbeat mark has been seen unchanged for longer than ``lost_after``."""
         return isinstance(self.ledger, Ledger) and self.heartbeat_unchanged_for > self.timing.lost_after
 
     @property
@@ -235,6 +244,7 @@ class DeployObservation:
 
     @property
     def intent_age(self) -> float:
+        """Seconds since the record's intent was written (there must be a record)."""
         assert isinstance(self.record, AttemptRecord)
         return self.now - self.record.intent_at
 
@@ -250,12 +260,15 @@ class DeployObservation:
 
     @property
     def failure_already_reported(self) -> bool:
+        """An earlier try already reported the driver's failure."""
         reported = self.record.failure_reported_try if isinstance(self.record, AttemptRecord) else None
         return reported is not None and reported < self.try_number
 
 
 @dataclass(frozen=True)
 class Decision:
+    """``decide``'s answer: the action, the rule that chose it and why, and the tokens it is about."""
+
     action: Action
     rule: str
     reason: str
@@ -265,6 +278,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class Row:
+    """One row of the deploy table: its rule, when it applies and the decision it makes."""
+
     rule: str
     when: Callable[[DeployObservation], bool]
     then: Callable[[DeployObservation], Decision]
@@ -705,6 +720,8 @@ def launch_timing(timing: Timing, record: object) -> Timing:
 
 
 def decide(observation: DeployObservation) -> Decision:
+    """What the deploy task does next: the decision of the first row of ``DEPLOY_TABLE`` that applies
+    (judged with the timing the attempt was launched with)."""
     observation = dataclasses.replace(observation, timing=launch_timing(observation.timing, observation.record))
     for row in DEPLOY_TABLE:
         if row.when(observation):

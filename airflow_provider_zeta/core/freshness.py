@@ -50,6 +50,8 @@ JOB_FINISHED_STATES = frozenset({"success", "failed", "skipped", "upstream_faile
 
 
 class Freshness(str, Enum):
+    """A checkpoint-freshness verdict: still watching, stale, or the job ended."""
+
     WATCHING = "watching"
     STALE = "stale"
     ENDED = "ended"
@@ -57,6 +59,8 @@ class Freshness(str, Enum):
 
 @dataclass(frozen=True)
 class FreshnessJudgement:
+    """``judge_freshness``'s verdict on a job, the rule behind it and the checkpoint's age."""
+
     verdict: Freshness
     rule: str
     message: str
@@ -97,6 +101,7 @@ def progress_mark(ledger: Ledger) -> float:
 
 
 def checkpoint_age(ledger: Ledger, now: float) -> float:
+    """Seconds since the attempt's last progress (``progress_mark``), never negative."""
     return max(0.0, now - progress_mark(ledger))
 
 

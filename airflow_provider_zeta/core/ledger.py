@@ -21,6 +21,8 @@ LEDGER_VERSION = 1
 
 
 class LedgerStatus(str, Enum):
+    """A driver's status, as its ledger says."""
+
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -28,6 +30,7 @@ class LedgerStatus(str, Enum):
 
     @property
     def terminal(self) -> bool:
+        """Whether the driver has ended (any status but running)."""
         return self is not LedgerStatus.RUNNING
 
 
@@ -76,12 +79,14 @@ class Ledger:
     files: dict[str, int] | None = None
 
     def to_json(self) -> bytes:
+        """The ledger as the bytes of its file (sorted JSON, with the ledger format version)."""
         data = asdict(self)
         data["status"] = self.status.value
         data["v"] = LEDGER_VERSION
         return json.dumps(data, sort_keys=True).encode()
 
     def heartbeat_age(self, now: float) -> float:
+        """Seconds from the ledger's heartbeat to ``now``, never negative."""
         return max(0.0, now - self.heartbeat_at)
 
     def result(self) -> dict[str, Any]:
@@ -273,6 +278,7 @@ class HeartbeatSeen:
     clock: str
 
     def to_value(self) -> dict[str, Any]:
+        """The observation as a persisted value."""
         return asdict(self)
 
     @classmethod
@@ -301,6 +307,7 @@ class HeartbeatSeen:
         return self.silent_for
 
     def matches(self, token: str, mark: str) -> bool:
+        """Whether this observation is of ``token`` with heartbeat mark ``mark``."""
         return self.token == token and self.mark == mark
 
 
@@ -345,10 +352,13 @@ ATTEMPT_RECORD_PREFIX = "zeta_attempt_try_"
 
 
 def attempt_record_key(try_number: int) -> str:
+    """Task-state-store key of the attempt record of try ``try_number``."""
     return f"{ATTEMPT_RECORD_PREFIX}{try_number}"
 
 
 class Phase(str, Enum):
+    """How far an attempt got, as its attempt record says."""
+
     INTENT = "intent"  # token chosen and stored; the driver may or may not have been launched
     LAUNCHED = "launched"  # the launch call returned a handle
     ABANDONED = "abandoned"  # the token was fenced with a cancel marker: it must never run
@@ -392,11 +402,13 @@ class AttemptRecord:
     heartbeat_interval: float | None = None
 
     def to_value(self) -> dict[str, Any]:
+        """The record as a task-state-store value."""
         data = asdict(self)
         data["phase"] = self.phase.value
         return data
 
     def with_changes(self, **changes: Any) -> AttemptRecord:
+        """A copy of the record with ``changes`` applied."""
         data = asdict(self)
         data.update(changes)
         return AttemptRecord(**data)

@@ -75,12 +75,16 @@ FAILED_TASK_STATES = frozenset({"failed", "upstream_failed"})
 
 
 class Section(str, Enum):
+    """The section of the monitoring page a run is listed in."""
+
     RUNNING = "running"
     RETAINED = "retained"
     ENDED = "ended"
 
 
 class PipelinePhase(str, Enum):
+    """Where one pipeline of a run stands, from its deploy to its cleanup."""
+
     DEPLOYING = "deploying"
     RUNNING = "running"
     READY = "ready"
@@ -107,15 +111,19 @@ class TaskRow:
 
     @property
     def role(self) -> str | None:
+        """The task's part in its pipeline (``ROLES``: deploy, ready, commit, ...); ``None`` for another operator."""
         return ROLES.get(self.operator or "")
 
     @property
     def pipeline(self) -> str:
+        """The pipeline the task belongs to: its task group's prefix of the task id (``""`` outside a group)."""
         return self.task_id.rsplit(".", 1)[0] if "." in self.task_id else ""
 
 
 @dataclass(frozen=True)
 class SourceStatus:
+    """One source of a pipeline as the page shows it: its deploy task and its driver."""
+
     source: str
     task_id: str
     map_index: int
@@ -135,11 +143,14 @@ class SourceStatus:
 
     @property
     def ready(self) -> bool:
+        """Whether the source's deploy task succeeded."""
         return self.task_state == "success"
 
 
 @dataclass(frozen=True)
 class PipelineStatus:
+    """One pipeline of a run as the page shows it: its phase, how many sources are ready, its outcome."""
+
     pipeline: str
     phase: PipelinePhase
     phase_text: str
@@ -151,6 +162,8 @@ class PipelineStatus:
 
 @dataclass(frozen=True)
 class RunStatus:
+    """One run as the page shows it: its section, its retention phase and its pipelines."""
+
     dag_id: str
     run_id: str
     run_state: str | None
@@ -446,6 +459,7 @@ def progress_phase(
 
 
 def phase_text(phase: PipelinePhase, ready: int, total: int, outcome: str | None, due_in: float | None) -> str:
+    """The pipeline's phase as the page words it (sources ready, cleanup due time, outcome)."""
     prefix = f"{outcome} · " if outcome and phase not in (PipelinePhase.FAILED, PipelinePhase.COMMITTED) else ""
     if phase is PipelinePhase.READY:
         return f"ready {ready} of {total}"
@@ -514,6 +528,7 @@ def section_order(section: Section, status: RunStatus) -> tuple:
 
 
 def run_status(facts: RunFacts, now: float, lost_after: float) -> RunStatus:
+    """The status of one run at ``now``, from what was read of it (``RunFacts``)."""
     section, retention, due_at = _retention(facts, now)
     groups: dict[str, list[TaskRow]] = {}
     for task in facts.tasks:

@@ -69,26 +69,32 @@ def safe_segment(value: str) -> str:
 
 
 def run_dir(dag_id: str, run_id: str) -> str:
+    """The run's directory on the state root."""
     return f"{RUNS_DIR}/{safe_segment(dag_id)}/{safe_segment(run_id)}"
 
 
 def run_info_path(dag_id: str, run_id: str) -> str:
+    """The run's ``run.json`` (its real ids), which the sweep maps directories to runs by."""
     return f"{run_dir(dag_id, run_id)}/{RUN_INFO_FILE}"
 
 
 def run_attempts_dir(dag_id: str, run_id: str) -> str:
+    """The directory of every driver attempt of the run."""
     return f"{run_dir(dag_id, run_id)}/{ATTEMPTS_DIR}"
 
 
 def task_attempts_dir(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The directory of the driver attempts of one task instance (``map_index`` -1 when not mapped)."""
     return f"{run_attempts_dir(dag_id, run_id)}/{safe_segment(task_id)}/{map_index}"
 
 
 def attempt_dir(dag_id: str, run_id: str, task_id: str, map_index: int, token: str) -> str:
+    """The directory of one driver attempt, named by its token."""
     return f"{task_attempts_dir(dag_id, run_id, task_id, map_index)}/{safe_segment(token)}"
 
 
 def cleanup_records_dir(dag_id: str, run_id: str) -> str:
+    """The directory of the run's cleanup record files."""
     return f"{run_dir(dag_id, run_id)}/{CLEANUP_DIR}"
 
 
@@ -99,6 +105,7 @@ def cleanup_record_path(dag_id: str, run_id: str, owner: str, incarnation: int |
 
 
 def output_registration_path(dag_id: str, run_id: str, output_root: str) -> str:
+    """The file recording that the run writes into ``output_root`` (named by a digest of the root)."""
     digest = hashlib.sha1(output_root.encode()).hexdigest()[:12]
     return f"{run_dir(dag_id, run_id)}/{OUTPUTS_DIR}/{digest}.json"
 

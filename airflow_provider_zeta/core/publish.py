@@ -60,6 +60,8 @@ COMMIT_MARKER = "_zeta_commit.json"
 
 
 class MissingPartitionKey(ValueError):
+    """The run has no logical date, so no partition to publish into."""
+
     pass
 
 
@@ -175,6 +177,7 @@ def nested_partitions(part: str, files_below: Iterable[str]) -> tuple[str, ...]:
 
 
 def source_dir(source: str) -> str:
+    """A source's directory inside a partition (``source=<name>``)."""
     return f"source={safe_segment(source)}"
 
 
@@ -187,6 +190,7 @@ class Owner:
     run_id: str
 
     def describe(self) -> str:
+        """The owner in words, for messages."""
         return f"pipeline {self.pipeline_id!r} of DAG {self.dag_id!r}, run {self.run_id!r}"
 
 
@@ -212,6 +216,8 @@ def commit_id(
 
 @dataclass(frozen=True)
 class CommitMarker:
+    """The marker of a published partition: which commit, whose, and which attempts' outputs it holds."""
+
     commit_id: str
     ds: str
     incarnation: int
@@ -234,17 +240,21 @@ class CommitMarker:
 
     @property
     def owner(self) -> Owner:
+        """The partition's owner as the marker records it."""
         return Owner(self.dag_id, self.pipeline_id, self.run_id)
 
     @property
     def partition_path(self) -> str:
+        """The partition's path in the table (``ds=<ds>`` in a marker written before partition specs)."""
         return self.partition or partition_dir(self.ds)
 
     def to_json(self) -> bytes:
+        """The marker as the bytes of its file (sorted JSON)."""
         return json.dumps(self.__dict__, sort_keys=True).encode()
 
 
 def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
+    """Parse a marker file's bytes; ``None`` when absent. Raises ``CorruptState`` (naming ``where``)."""
     if raw is None:
         return None
     try:
@@ -276,6 +286,8 @@ def parse_commit_marker(raw: bytes | None, where: str) -> CommitMarker | None:
 
 
 class PublishAction(str, Enum):
+    """What the completed point does with the partition (``decide_publish``)."""
+
     PUBLISH = "publish"  # no partition yet: assemble and rename into place
     REPLACE = "replace"  # an older incarnation's (or a deleted run's) partition: tombstone it, then publish
     NO_OP = "no_op"  # this commit (or this incarnation's first commit) is already published
@@ -284,6 +296,8 @@ class PublishAction(str, Enum):
 
 @dataclass(frozen=True)
 class PublishDecision:
+    """``decide_publish``'s answer: the action, the rule that chose it and why."""
+
     action: PublishAction
     rule: str
     reason: str
@@ -472,6 +486,7 @@ def marker_for(
     logical_date: str = "",
     state_root_id: str = "",
 ) -> CommitMarker:
+    """The marker of commit ``ours``, published at ``now``."""
     return CommitMarker(
         partition=partition or partition_dir(ds),
         logical_date=logical_date,
@@ -627,6 +642,7 @@ class Intent:
     tombstone: str | None = None
 
     def to_json(self) -> bytes:
+        """The intent as the bytes of its file (sorted JSON)."""
         return json.dumps(
             {
                 "marker": json.loads(self.marker.to_json()),
@@ -642,6 +658,7 @@ class Intent:
 
 
 def parse_intent(raw: bytes | None, where: str) -> Intent | None:
+    """Parse an intent file's bytes; ``None`` when absent. Raises ``CorruptState`` (naming ``where``)."""
     if raw is None:
         return None
     try:
@@ -667,6 +684,8 @@ def parse_intent(raw: bytes | None, where: str) -> Intent | None:
 
 
 class RecoveryAction(str, Enum):
+    """What to do with the intent of an interrupted commit (``recovery_rule``)."""
+
     DONE = "done"  # the intent's commit is in place and verifies: only its pending directory is left
     FORWARD = "forward"  # complete the commit (the file work is idempotent)
     BACK = "back"  # give the commit up: remove what it copied into the partition, keep the rest
@@ -674,6 +693,8 @@ class RecoveryAction(str, Enum):
 
 @dataclass(frozen=True)
 class RecoveryDecision:
+    """``recovery_rule``'s answer: the action, the rule that chose it and why."""
+
     action: RecoveryAction
     rule: str
     reason: str

@@ -72,6 +72,8 @@ class StoredWhileDeferred:
 
 @dataclass(frozen=True)
 class Report:
+    """A source's report that its driver succeeded: the attempt, its output and the incarnation it ran for."""
+
     source: str
     task_id: str
     incarnation: int
@@ -80,6 +82,7 @@ class Report:
     rows: int | None
 
     def to_value(self) -> dict[str, Any]:
+        """The report as an XCom value."""
         return {
             "source": self.source,
             "task_id": self.task_id,
@@ -116,6 +119,8 @@ def parse_report(value: Any, source: str, task_id: str) -> Report:
 
 
 class Verdict(str, Enum):
+    """What the ready-to-close evaluation concludes about a run's sources."""
+
     ALL_READY = "all_ready"
     WAITING = "waiting"
     SOURCE_FAILED = "source_failed"
@@ -135,6 +140,8 @@ def sensor_event_is_for(event: object, own: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Evaluation:
+    """The ready-to-close evaluation of a run: its verdict and where each source stands."""
+
     verdict: Verdict
     ready: dict[str, Report] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
@@ -166,6 +173,7 @@ class Evaluation:
 
     @property
     def message(self) -> str:
+        """The evaluation in one line: how many sources are ready, and what is waited for or what failed."""
         n = len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
         base = f"{len(self.ready)} of {n} sources ready"
         if self.verdict is Verdict.SOURCE_FAILED:

@@ -106,6 +106,7 @@ _MYSQL_GLUED = re.compile(r"\b(?:mysql\w*|mariadb\w*)\b[^\n]{0,200}?\s-p(?=[^\s-
 
 
 def is_sensitive_key(key: str) -> bool:
+    """Whether a key's name says its value is a secret (password, token, key, ...)."""
     normalized = key.lower().replace("_", "").replace("-", "").replace(".", "")
     if normalized in SENSITIVE_KEYS_EXACT:
         return True
