@@ -1,0 +1,1 @@
+"""Hooks: the spark-submit command of a driver, and its detached launch."""

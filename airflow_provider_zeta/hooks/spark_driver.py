@@ -63,6 +63,8 @@ SHIPPED_SECRET_FD = 3
 
 
 class ConnectionNotFound(ValueError):
+    """The Airflow connection the operator names does not exist."""
+
     pass
 
 
@@ -73,6 +75,7 @@ class SubmitCommand(list):
     secret_properties: str | None = None
 
     def with_arguments(self, arguments: list[str]) -> SubmitCommand:
+        """A command of ``arguments`` with the same secret properties."""
         command = SubmitCommand(arguments)
         command.secret_properties = self.secret_properties
         return command
@@ -143,6 +146,7 @@ def spark_submit_command(
 
 
 def driver_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a driver: this process's without Airflow's own variables, this Python as PySpark's, and ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
     # The driver's Python must be the one that has this package and PySpark installed.
     env.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -1,0 +1,1 @@
+"""Operators: the deploy task, the completed point, the delayed cleanup and the sweep."""

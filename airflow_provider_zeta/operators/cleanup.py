@@ -194,6 +194,8 @@ class DelayedCleanupOperator(BaseOperator):
         self.as_teardown()
 
     def execute(self, context: Context) -> Any:
+        """Record what to delete and when (or take up the record this incarnation already wrote),
+        announce it to the cleanup DAG and end; fail when a record cannot be trusted."""
         state, retention = self._state_and_retention()
         dag_id, run_id, incarnation = self._owner(context)
         stored = self._stored(context)
@@ -407,6 +409,8 @@ class CarryOutCleanupsOperator(BaseOperator):
         self.rescan_interval = duration_seconds(rescan_interval, f"{self.task_id}: 'rescan_interval'")
 
     def execute(self, context: Context) -> dict[str, Any]:
+        """First look: take this run's waiter entries, the unclaimed ones and those of waiters gone,
+        carry out what is due, then wait for the rest."""
         # First look (a retry too): this run's own waiter entries (a retry finds those it took),
         # the unclaimed ones and those of waiters gone. The triggering events only wake the DAG:
         # the records they name are among the unclaimed (see the module docstring for the events

@@ -218,6 +218,7 @@ class CompletedPointOperator(BaseOperator):
         """
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Fail with a plain message on a run without a logical date, before the templates are rendered."""
         # A run without a logical date has no partition: said plainly, before the spec's template
         # fails on the missing ``ds`` with a Jinja error.
         if not context.get("ds"):
@@ -225,6 +226,8 @@ class CompletedPointOperator(BaseOperator):
         super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
+        """Publish the ready set's outputs as the run's partition, or find this commit already
+        published; fail when publishing would overwrite what it must not."""
         ti = context["ti"]
         ds = require_logical_date(context)
         try:

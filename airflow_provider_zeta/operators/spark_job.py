@@ -525,6 +525,9 @@ class ZetaSparkJobOperator(BaseOperator):
     # ------------------------------------------------------------------ the loop
 
     def execute(self, context: Context) -> Any:
+        """Fail when this deploy cannot run as configured (``deferral_refusal``); otherwise decide and
+        act on the task's attempt (launch, re-attach, wait, return the result) until the task returns
+        or defers."""
         refusal = deferral_refusal(
             _executor_of(self, context), self.deferrable, _in_kubernetes_pod(), _executor_classes(self, context)
         )
@@ -533,6 +536,8 @@ class ZetaSparkJobOperator(BaseOperator):
         return self._drive(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Woken by the driver trigger: log the rest of the driver's output and decide again (from the
+        task's own state when the event is not for this task)."""
         if event is not None and not event_is_for(event, task_key(*self._key(context)), required=("token", "view")):
             # Another task instance's trigger, run under a reused trigger id (core.events): its
             # token, views and durations are not this task's. Decide from this task's own state.
@@ -582,6 +587,8 @@ class ZetaSparkJobOperator(BaseOperator):
             raise
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """Resume as Airflow does; when the driver trigger failed or timed out, stop the driver of the
+        latest record unless a later try re-attaches to it."""
         try:
             return super().resume_execution(next_method, next_kwargs, context)
         except Exception as error:
@@ -620,6 +627,7 @@ class ZetaSparkJobOperator(BaseOperator):
             self.log.exception("zeta.deploy.failure_stop: could not stop driver %s", token)
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Fail with a plain message on a run without a required logical date, before the templates are rendered."""
         # Said plainly before a partition spec's template fails on the missing ``ds``.
         if not context.get("ds"):
             self._require_logical_date(context)

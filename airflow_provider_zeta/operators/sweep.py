@@ -81,6 +81,8 @@ class ZetaSweepOperator(BaseOperator):
         self.fail_on_corrupt = fail_on_corrupt
 
     def execute(self, context: Context) -> dict[str, Any]:
+        """Look at every run of the state root but this one: stop stray drivers, carry out and write
+        records as ``plan_sweep`` says, forget runs with nothing left; return a summary."""
         settings = ZetaSettings.load()
         name = f"{self.task_id}: 'retention'"
         retention = duration_or_default(self.retention, settings.cleanup_retention, name, allow_zero=True)

@@ -1,0 +1,1 @@
+"""Sensors: ready-to-close and checkpoint freshness."""

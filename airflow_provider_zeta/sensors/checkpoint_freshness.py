@@ -99,9 +99,12 @@ class CheckpointFreshnessSensor(BaseOperator):
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> Any:
+        """Judge the job's checkpoint freshness: fail when stale, return when the job ended, else defer
+        on the freshness trigger."""
         return self._evaluate(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Woken by the trigger: judge again here, whatever the event says."""
         if isinstance(event, dict):  # judged again here whatever it says (core.events)
             self.log.info("zeta.freshness: woken by the trigger: %s", event.get("message"))
         return self._evaluate(context)

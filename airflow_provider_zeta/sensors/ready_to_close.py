@@ -135,6 +135,8 @@ class ReadyToCloseSensor(BaseOperator):
         self.poll_interval = poll_interval
 
     def execute(self, context: Context) -> Any:
+        """Evaluate the sources: return the ready set when all are ready, fail on a final verdict, else
+        defer on the ready-to-close trigger."""
         return self._evaluate(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
