@@ -85,6 +85,9 @@ class LeaseExpired(RuntimeError):
 
 
 class DriverBootstrap:
+    """The bootstrap of one attempt: claims it, runs the user's job under the lease and the heartbeat,
+    and records how it ended."""
+
     def __init__(self, spec: dict[str, Any], user_args: list[str]) -> None:
         self.spec = spec
         self.user_args = user_args
@@ -235,6 +238,7 @@ class DriverBootstrap:
         return not self.attempt.exists(LEDGER_FILE)
 
     def cancel_requested(self) -> bool:
+        """Whether the coordinator wrote the attempt's cancel marker."""
         return self.attempt.exists(CANCEL_MARKER)
 
     # -- heartbeat
@@ -335,6 +339,8 @@ class DriverBootstrap:
         os._exit(EXIT_CANCELLED)
 
     def run(self) -> int:
+        """Claim the attempt, run the user's job unless fenced or past the lease, and record how it
+        ended; returns the exit status."""
         signal.signal(signal.SIGTERM, self._on_sigterm)
         self._start_lease()
         try:
@@ -447,6 +453,7 @@ def _cancel_spark_jobs() -> None:
 
 
 def parse_argv(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """The spec and the user's arguments from ``--zeta-spec JSON [-- ARGS...]``."""
     if len(argv) < 2 or argv[0] != SPEC_FLAG:
         raise SystemExit(f"usage: driver.py {SPEC_FLAG} JSON [-- ARGS...] (got {argv[:2]!r})")
     spec = json.loads(argv[1])
@@ -484,6 +491,7 @@ def make_attempt_private(attempt: StateStorage) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The driver's entry point: read the spec, make the attempt private, run the bootstrap."""
     os.umask(PRIVATE_UMASK)
     spec, user_args = parse_argv(sys.argv[1:] if argv is None else argv)
     bootstrap = DriverBootstrap(spec, user_args)

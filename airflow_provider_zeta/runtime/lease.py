@@ -80,6 +80,7 @@ class KernelKillTimer:
             raise OSError(ctypes.get_errno(), "timer_settime failed")
 
     def disarm(self) -> None:
+        """Cancel the kill."""
         value = _Itimerspec(_Timespec(0, 0), _Timespec(0, 0))
         self._settime(self._timer, 0, ctypes.byref(value), None)
 
@@ -165,9 +166,11 @@ class LeaseWatchdogProcess:
             os.write(self._write_end, line)
 
     def renew(self, deadline: float) -> None:
+        """Move the kill to ``deadline``."""
         self._send(f"{deadline!r}\n".encode())
 
     def done(self) -> None:
+        """Tell the watchdog the driver ended: it exits without a kill."""
         self._send(b"done\n")
         with contextlib.suppress(OSError):
             os.close(self._write_end)

@@ -118,10 +118,12 @@ class ChunkUploader:
         self._thread = threading.Thread(target=self._run, name="zeta-log-shipper", daemon=True)
 
     def start(self) -> ChunkUploader:
+        """Start the uploading thread; returns the uploader itself."""
         self._thread.start()
         return self
 
     def add(self, data: bytes) -> None:
+        """Queue ``data`` for upload; past ``max_pending`` the oldest pending bytes are dropped."""
         with self._condition:
             if self._first_pending_at is None:
                 self._first_pending_at = time.monotonic()
@@ -262,6 +264,7 @@ def forget_launch_log(path: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The log shipper's entry point: run the command after ``--`` with its output shipped to the attempt."""
     os.umask(0o077)  # the chunks on a local-path store, and whatever spark-submit and the driver create
     parser = argparse.ArgumentParser(prog="log_shipper", description=__doc__.split("\n\n")[0])
     parser.add_argument("--attempt", required=True, help="the attempt's URL on the state root (fsspec)")

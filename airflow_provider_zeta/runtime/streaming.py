@@ -116,6 +116,7 @@ class SessionWatcher:
         self._thread = threading.Thread(target=self._run, name="zeta-streaming-listener", daemon=True)
 
     def start(self) -> SessionWatcher:
+        """Start the watching thread; returns the watcher itself."""
         self._thread.start()
         return self
 

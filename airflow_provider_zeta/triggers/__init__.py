@@ -38,6 +38,7 @@ async def wait_out_min_deferral(not_before: float) -> None:
 
 
 async def sleep_until(moment: float) -> None:
+    """Sleep until ``moment`` (epoch seconds); return at once when it has passed."""
     delay = moment - time.time()
     if delay > 0:
         await asyncio.sleep(delay)

@@ -24,6 +24,8 @@ from airflow_provider_zeta.triggers import sleep_until, wait_out_min_deferral
 
 
 class CheckpointFreshnessTrigger(BaseTrigger):
+    """Watch one job's checkpoint freshness in the triggerer; wake the sensor on a stale or ended verdict."""
+
     def __init__(
         self,
         *,
@@ -49,6 +51,7 @@ class CheckpointFreshnessTrigger(BaseTrigger):
         self.first_checkpoint_threshold = None if first_checkpoint_threshold is None else float(first_checkpoint_threshold)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The trigger's class path and its kwargs."""
         return (
             "airflow_provider_zeta.triggers.checkpoint_freshness.CheckpointFreshnessTrigger",
             {
@@ -65,6 +68,8 @@ class CheckpointFreshnessTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Judge the job every poll and just past the moment its checkpoint would go stale; fire once
+        the verdict is not watching."""
         from asgiref.sync import sync_to_async
 
         from airflow_provider_zeta.observers import JobWatch

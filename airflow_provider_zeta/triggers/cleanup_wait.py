@@ -44,6 +44,7 @@ class CleanupWaitTrigger(BaseTrigger):
         self.created_at = float(created_at if created_at is not None else time.time())
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The trigger's class path and its kwargs."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
@@ -62,6 +63,8 @@ class CleanupWaitTrigger(BaseTrigger):
         return sum(1 for name in names if name.endswith(".json"))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Fire at ``moment`` (``woke_for: due``), or earlier when a look every ``rescan_interval``
+        finds unclaimed waiter entries."""
         # The first look is a full interval after the task's own scan, and never sooner than a
         # trigger of this provider may fire (``MIN_DEFERRAL_SECONDS``).
         interval = max(self.rescan_interval, MIN_DEFERRAL_SECONDS) if self.rescan_interval > 0 else None

@@ -100,6 +100,9 @@ from airflow_provider_zeta.triggers.file_watch import StatBatch, stat_batch
 
 
 class ZetaDriverTrigger(BaseTrigger):
+    """Wait on one driver's ledger in the triggerer; wake the deploy task when the driver ends, is lost
+    or missing, or times out."""
+
     def __init__(
         self,
         *,
@@ -156,6 +159,7 @@ class ZetaDriverTrigger(BaseTrigger):
         self._ledger: Ledger | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The trigger's class path and its kwargs."""
         return (
             "airflow_provider_zeta.triggers.driver.ZetaDriverTrigger",
             {
@@ -239,6 +243,8 @@ class ZetaDriverTrigger(BaseTrigger):
             return None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Watch the ledger and stream the driver's output into the task's log; when the task must know,
+        end it with the driver's report (a proven success) or wake it with the driver's view."""
         # A full look (ledger read, process check) on every change of the ledger file, seen by its
         # stat every LEDGER_WATCH_TICK, and otherwise on a backoff up to poll_interval (core.pacing).
         ledger_path = await asyncio.to_thread(self._ledger_path)
@@ -398,6 +404,8 @@ class ZetaDriverTrigger(BaseTrigger):
         }
 
     async def on_kill(self) -> None:
+        """Cancel the driver when a user acted on the task; leave it running when the task is still
+        deferred (the trigger moved to another triggerer)."""
         # A user acted on the task (mark failed/success, clear): the driver must not outlive it.
         # But Airflow also lands here when a recovered triggerer drops a trigger that was moved
         # to another triggerer: then the task is still deferred and the driver must live on.

@@ -177,6 +177,7 @@ class DriverOutput:
 
     @classmethod
     def from_kwargs(cls, state_root: str, attempt_dir: str, kwargs: Mapping[str, Any] | None) -> DriverOutput | None:
+        """The reader the trigger's ``driver_output`` kwargs describe; ``None`` when it streams no output."""
         if not kwargs:
             return None
         return cls(
@@ -184,6 +185,7 @@ class DriverOutput:
         )
 
     def to_kwargs(self) -> dict[str, Any]:
+        """The kwargs that re-create this reader at its current offset."""
         return {"offset": self.offset, "conn_ids": list(self.conn_ids), "sealed_secrets": self.sealed_secrets}
 
     async def register_secrets(self, log) -> None:
@@ -220,6 +222,7 @@ class DriverOutput:
 
     @property
     def is_local(self) -> bool:
+        """Whether the attempt's storage is local."""
         return bool(self._storage().is_local)
 
     def _resume_offset(self) -> None:
@@ -415,6 +418,7 @@ def forget_registered_values() -> None:
 
 
 def registered_values_bytes() -> tuple[bytes, ...]:
+    """The secret values registered in this process, as bytes."""
     return _REGISTERED_STATE["bytes"]
 
 

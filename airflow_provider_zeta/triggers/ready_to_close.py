@@ -61,6 +61,9 @@ READY_DEFERRAL_XCOM = "zeta_ready_deferral"
 
 
 class ReadyToCloseTrigger(BaseTrigger):
+    """Wait in the triggerer until every source of a run is ready, then end the sensor with the ready
+    set; wake it on any other verdict."""
+
     def __init__(
         self,
         *,
@@ -102,6 +105,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         self.map_index = -1 if map_index is None else int(map_index)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The trigger's class path and its kwargs."""
         return (
             "airflow_provider_zeta.triggers.ready_to_close.ReadyToCloseTrigger",
             {
@@ -182,6 +186,8 @@ class ReadyToCloseTrigger(BaseTrigger):
         return again if again.verdict is not Verdict.ALL_READY else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Evaluate the sources when a driver ends and on a backoff; end the sensor with the ready set
+        once confirmed, or wake it with the verdict."""
         from asgiref.sync import sync_to_async
 
         from airflow_provider_zeta.observers import RunObserver
