@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 class AirflowConfig(Protocol):
     """What the provider reads of Airflow's configuration."""
 
-    def get(self, section: str, key: str, **kwargs: Any) -> Any: ...
+    def get(self, section: str, key: str, **kwargs: Any) -> Any:
+        """The value of ``key`` in ``section`` (``fallback=`` when it is unset)."""
 
-    def getboolean(self, section: str, key: str, **kwargs: Any) -> bool: ...
+    def getboolean(self, section: str, key: str, **kwargs: Any) -> bool:
+        """The value of ``key`` in ``section`` as a boolean."""
 
 
 # ---------------------------------------------------------------------------- Task SDK (workers, triggerer)

@@ -209,6 +209,7 @@ def stop_drivers(state: StateStorage, drivers: Iterable[DriverView], self_exit_s
 
 
 def read_records(state: StateStorage, dag_id: str, run_id: str) -> list[CleanupRecord | CorruptState]:
+    """Every cleanup record file of the run, parsed; an unreadable one as its ``CorruptState``."""
     folder = cleanup_records_dir(dag_id, run_id)
     records: list[CleanupRecord | CorruptState] = []
     for name in state.list_dir(folder):
@@ -225,10 +226,12 @@ def read_records(state: StateStorage, dag_id: str, run_id: str) -> list[CleanupR
 
 
 def record_file(record: CleanupRecord) -> str:
+    """The path of ``record``'s file on the state root."""
     return cleanup_record_path(record.dag_id, record.run_id, record.owner, record.incarnation)
 
 
 def write_record_file(state: StateStorage, record: CleanupRecord) -> None:
+    """Write ``record``'s file, atomically."""
     state.write_atomic(record_file(record), record.to_json())
 
 
@@ -284,6 +287,7 @@ def _delete(storage: StateStorage, relative: str) -> bool:
 
 
 def delete_record_files(state: StateStorage, records: Iterable[CleanupRecord]) -> None:
+    """Delete the files of ``records`` (one already gone counts as deleted)."""
     for record in records:
         _delete(state, record_file(record))
 

@@ -386,15 +386,18 @@ class JobWatch:
 
     @property
     def job(self) -> str:
+        """The job in messages: ``dag_id.task_id``, with its map index when mapped."""
         suffix = f"[{self.map_index}]" if self.map_index >= 0 else ""
         return f"{self.dag_id}.{self.job_task_id}{suffix}"
 
     def task_state(self) -> str | None:
+        """The job task's current Airflow state, through the execution API."""
         states = run_task_states(dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]).get(self.run_id, {})
         key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
         return states.get(key)
 
     def ledger(self) -> Ledger | CorruptState | None:
+        """The ledger of the job's current attempt (the state root is opened on first use)."""
         if self._storage is None:
             self._storage = open_state_storage(self.state_root)
         return current_ledger(
@@ -402,6 +405,7 @@ class JobWatch:
         )
 
     def judge(self) -> FreshnessJudgement:
+        """Judge the job's checkpoint freshness now."""
         # Task state first: a job that ended between the two reads is then judged by its ledger as
         # "between attempts" (watching), never as stale.
         state = self.task_state()

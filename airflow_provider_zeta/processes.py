@@ -35,6 +35,8 @@ from airflow_provider_zeta.core.deploy import ProcessView
 
 @dataclass(frozen=True)
 class ProcessHandle:
+    """A launched process: its host, its pid and its start time (which tells it from a later process with the same pid)."""
+
     host: str  # hostname, for people
     pid: int
     start_time: float | None
@@ -63,6 +65,7 @@ def observer_clock() -> tuple[str, float]:
 
 
 def this_host() -> str:
+    """This host's name."""
     return socket.gethostname()
 
 

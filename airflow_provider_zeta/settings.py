@@ -12,6 +12,8 @@ from airflow_provider_zeta.storage import StateStorage
 
 @dataclass(frozen=True)
 class ZetaSettings:
+    """The provider's settings, from Airflow's ``[zeta]`` configuration section."""
+
     state_root: str
     cleanup_retention: float
     driver_heartbeat_interval: float
@@ -22,6 +24,7 @@ class ZetaSettings:
 
     @classmethod
     def load(cls) -> ZetaSettings:
+        """Read the settings, durations checked; raises ``ValueError`` on a heartbeat interval the lease refuses."""
         from airflow_provider_zeta.airflow_internals import airflow_config
 
         conf = airflow_config()

@@ -109,6 +109,7 @@ class StateStorage:
 
     @property
     def is_local(self) -> bool:
+        """Whether the filesystem is the local one."""
         protocol = self.fs.protocol
         protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
         return "file" in protocols or "local" in protocols
@@ -121,21 +122,26 @@ class StateStorage:
         return self.is_local
 
     def path(self, relative: str) -> str:
+        """The filesystem path of ``relative`` (the root for ``""``)."""
         return posixpath.join(self.root, relative) if relative else self.root
 
     def url_of(self, relative: str) -> str:
+        """The URL of ``relative``, for messages."""
         return f"{self.url}/{relative}" if relative else self.url
 
     def child(self, relative: str) -> StateStorage:
+        """The storage rooted at ``relative``."""
         return StateStorage(self.fs, self.path(relative), self.url_of(relative))
 
     def read_bytes(self, relative: str) -> bytes | None:
+        """The content of ``relative``; ``None`` when the file is missing."""
         try:
             return self.fs.cat_file(self.path(relative))
         except FileNotFoundError:
             return None
 
     def exists(self, relative: str) -> bool:
+        """Whether ``relative`` exists."""
         return self.fs.exists(self.path(relative))
 
     def write_atomic(self, relative: str, data: bytes, make_parents: bool = True) -> None:
@@ -156,6 +162,7 @@ class StateStorage:
         return True
 
     def list_dir(self, relative: str) -> list[str]:
+        """The names in directory ``relative``, sorted (never a cached listing); empty when it is missing."""
         self.fs.invalidate_cache(self.path(relative))  # another process may have written there
         try:
             return sorted(posixpath.basename(p.rstrip("/")) for p in self.fs.ls(self.path(relative), detail=False))

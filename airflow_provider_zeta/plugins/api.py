@@ -108,6 +108,7 @@ class StateReader:
         self.storage = open_state_storage(state_root)
 
     def run_dirs(self, dag_id: str) -> set[str]:
+        """The names of the run directories of ``dag_id`` on the state root."""
         return set(self.storage.list_dir(f"{RUNS_DIR}/{safe_segment(dag_id)}"))
 
     def facts(
@@ -589,6 +590,7 @@ class Monitor:
         return counts
 
     def section(self, section: Section, limit: int, offset: int) -> dict[str, Any]:
+        """One page of a section's runs as the API returns it, with the total and the page's bounds."""
         if section is Section.ENDED:
             total, page = self._ended_page(limit, offset)
             limit, offset = page_bounds(total, limit, offset)
@@ -617,6 +619,8 @@ class Monitor:
             return run_json(self._error_status(row, error), row, self.now, log_access)
 
     def run(self, dag_id: str, run_id: str) -> dict[str, Any] | None:
+        """One run as the API returns it; ``None`` when the DAG is not the user's to see or the run is
+        not one of the provider's."""
         DagRun = dag_run_model()
 
         if dag_id not in self.dag_ids:
@@ -629,6 +633,7 @@ class Monitor:
         return self._run_json(status, row)
 
     def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
+        """The ledger of one deploy task's current attempt; an unreadable one as its ``CorruptState``."""
         from airflow_provider_zeta.core.freshness import current_ledger
         from airflow_provider_zeta.observers import read_attempt_ledgers
 
@@ -682,6 +687,8 @@ def _order_key(row: dict[str, Any]) -> tuple:
 
 
 def build_app():
+    """The plugin's FastAPI app: the JSON API (``/api/runs``, ``/api/run``), the driver link's target
+    (``/driver``) and the page (``/ui``)."""
     from typing import Annotated
 
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
@@ -837,6 +844,7 @@ class LazyApp:
         self._app: FastAPI | None = None
 
     async def __call__(self, scope, receive, send) -> None:
+        """Build the app on the first request, then hand every request to it."""
         if self._app is None:
             self._app = build_app()
         await self._app(scope, receive, send)

@@ -49,6 +49,7 @@ class ZetaDriverLink(BaseOperatorLink):
     name = "Spark driver"
 
     def get_link(self, operator, *, ti_key) -> str:
+        """The plugin's ``/driver`` endpoint for this task instance."""
         map_index = getattr(ti_key, "map_index", -1)
         map_index = -1 if map_index is None else map_index
         return _base_url() + driver_link_path(ti_key.dag_id, ti_key.run_id, ti_key.task_id, map_index)

@@ -24,6 +24,8 @@ PLUGIN_NAME = "zeta"
 
 
 class ZetaMonitorPlugin(AirflowPlugin):
+    """The provider's plugin: the monitoring API and page, their places in the UI, and the driver link."""
+
     name = PLUGIN_NAME
     fastapi_apps = [{"app": LazyApp(), "url_prefix": URL_PREFIX, "name": "Zeta pipelines"}]
     external_views = [

@@ -248,6 +248,7 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_section(section: Section, data: Mapping[str, Any], query: Mapping[str, str]) -> str:
+    """The HTML of one section of the page: its runs and the links to newer and older ones."""
     total, limit, offset = data["total"], data["limit"], data["offset"]
     key = f"{section.value}_offset"
     return _entities(
