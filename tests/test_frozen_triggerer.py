@@ -78,7 +78,8 @@ def test_a_report_proven_before_a_triggerer_froze_does_not_land_after_the_task_r
 
         def old_trigger_went_on() -> bool:
             text = "".join(p.read_text(errors="replace") for p in old_trigger_logs.glob("attempt=1.log.trigger.*"))
-            return f"zeta driver {old_token}: succeeded" in text
+            # Logged once the trigger has its report in hand, after the point it froze at.
+            return f"zeta driver {old_token}: succeeded;" in text
 
         cluster.wait_for(old_trigger_went_on, 60, "the old trigger to go on after the thaw")
         time.sleep(10)  # its hand-over reaches the database within the runner's next batches

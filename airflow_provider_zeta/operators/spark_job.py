@@ -82,7 +82,7 @@ from airflow_provider_zeta.core.deploy import (
     trigger_may_end_task,
 )
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default
-from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, event_is_for, task_key
+from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, DEPLOY_EARLY_REPORT_XCOM, event_is_for, task_key
 from airflow_provider_zeta.core.incarnation import (
     REFUSAL_KEY,
     SENSOR_DECIDING_STATES,
@@ -913,11 +913,13 @@ class ZetaSparkJobOperator(BaseOperator):
         )
         mark = None
         if self.deferrable:
-            # An empty return value (None: "not reported", as its absence) stored before the
-            # mark: the ready-to-close trigger reads this task's return value while it is deferred
-            # and its driver has ended (observers.RunObserver), and in the triggerer a read of an
-            # XCom that does not exist is logged by Airflow at error level, on every healthy run.
-            # It also wipes a report an earlier deferral's trigger may have stored.
+            # An empty early report and return value (None: "not reported", as their absence)
+            # stored before the mark: the ready-to-close trigger reads this task's early report
+            # while it is deferred and its driver has ended (observers.RunObserver), and in the
+            # triggerer a read of an XCom that does not exist is logged by Airflow at error level,
+            # on every healthy run. It also wipes a report an earlier deferral's trigger may have
+            # stored.
+            context["ti"].xcom_push(key=DEPLOY_EARLY_REPORT_XCOM, value=None)
             context["ti"].xcom_push(key="return_value", value=None)
             mark = uuid.uuid4().hex
             context["ti"].xcom_push(key=DEPLOY_DEFERRAL_XCOM, value=mark)
