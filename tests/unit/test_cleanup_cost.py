@@ -22,38 +22,9 @@ from airflow_provider_zeta.core.paths import attempt_dir, cleanup_records_dir
 from airflow_provider_zeta.operators import cleanup as operator_module
 from airflow_provider_zeta.operators.cleanup import CarryOutCleanupsOperator, DelayedCleanupOperator
 from airflow_provider_zeta.storage import StateStorage, register_run
+from zeta_harness.counting_storage import CountingStorage
 
 DAG, OWNER, DEPLOY = "sales", "p.cleanup", "p.deploy_a"
-
-
-class CountingStorage(StateStorage):
-    """The provider's storage class, counting every call that reaches the filesystem."""
-
-    calls: Counter = Counter()
-
-    def list_dir(self, relative):
-        self.calls["list"] += 1
-        return super().list_dir(relative)
-
-    def read_bytes(self, relative):
-        self.calls["read"] += 1
-        return super().read_bytes(relative)
-
-    def exists(self, relative):
-        self.calls["read"] += 1
-        return super().exists(relative)
-
-    def write_atomic(self, relative, data, make_parents=True):
-        self.calls["write"] += 1
-        super().write_atomic(relative, data, make_parents)
-
-    def delete_tree(self, relative):
-        self.calls["delete"] += 1
-        return super().delete_tree(relative)
-
-    def move(self, source_relative, target_relative):
-        self.calls["move"] += 1
-        super().move(source_relative, target_relative)
 
 
 class Deferred(Exception):
