@@ -43,8 +43,8 @@ setup(
         # The deploy drives SparkSubmitHook partly through non-public members (hooks/spark_driver.py):
         # capped below the next major version, the one tested is in constraints.txt.
         "apache-airflow-providers-apache-spark>=6.3,<7",
-        # DateTimeTrigger (the delayed cleanup's wait until its due time).
-        "apache-airflow-providers-standard>=1.9",
+        # The plugin's pages are Jinja2 templates with autoescape (plugins/page.py); Airflow installs it too.
+        "jinja2>=3.1",
         "pyspark>=4.0,<5",
     ],
     extras_require={
@@ -77,6 +77,8 @@ setup(
             "moto[s3]>=5.0",
             "flask>=3.0",  # moto_server (the S3 server process); moto[server] would pull every service's dependencies
             "flask-cors>=4.0",
+            # EmptyOperator and DateTimeSensorAsync in test DAGs (the provider itself uses neither).
+            "apache-airflow-providers-standard>=1.9",
             # A real SMTP server for the failure e-mail test (tests/test_secret_failure_channels.py).
             "aiosmtpd>=1.4",
         ],
