@@ -943,7 +943,7 @@ class ZetaSparkJobOperator(BaseOperator):
             wait_for_stop=decision.action is Action.WAIT_FOR_STOP,
             intent_expected=record.intent_on_storage and record.token == decision.token and not deleted,
             attempt_deleted=deleted,
-            # h15: output in the task log (none for a deleted attempt: reading it would write there)
+            # The driver's output in the task log (none for a deleted attempt: reading it would write there).
             driver_output=None if deleted else self._driver_output_kwargs(),
             # From the record's durable intent time: a new try or a new trigger keeps the deadline.
             timeout_at=timeout_wake_at(observation, decision),

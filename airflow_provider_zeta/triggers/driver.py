@@ -141,7 +141,7 @@ class ZetaDriverTrigger(BaseTrigger):
         self.wait_for_stop = bool(wait_for_stop)
         self.intent_expected = bool(intent_expected)
         self._seen = HeartbeatSeen.from_value(seen)
-        # h15: the driver's output streamed into the task's log (triggers/driver_output.py)
+        # The driver's output streamed into the task's log (triggers/driver_output.py).
         self.driver_output = driver_output
         # The driver's job_timeout as an absolute moment (core.deploy.job_deadline), or None.
         self.timeout_at = None if timeout_at is None else float(timeout_at)
@@ -255,13 +255,12 @@ class ZetaDriverTrigger(BaseTrigger):
         pacer = Pacer(
             tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=self.poll_interval
         )
-        # --- h15: driver output (all logic in triggers/driver_output.py) ---
+        # The driver's output (all its logic is in triggers/driver_output.py).
         from airflow_provider_zeta.triggers.driver_output import DriverOutput, log_lines
 
         output = DriverOutput.from_kwargs(self.state_root, self.attempt_dir, self.driver_output)
         if output is not None:
             await output.register_secrets(self.log)
-        # --- end h15 ---
         next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
@@ -270,7 +269,7 @@ class ZetaDriverTrigger(BaseTrigger):
             except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
                 self.log.exception("zeta driver %s: could not read the ledger; retrying", self.token)
                 view, detail, fire = None, None, False
-            if output is not None:  # h15: stream new driver output into the task's log
+            if output is not None:  # stream new driver output into the task's log
                 try:
                     if fire and view in OUTPUT_ENDED_VIEWS:  # a shipped log's last chunks come a moment later
                         await output.settle()
@@ -282,7 +281,7 @@ class ZetaDriverTrigger(BaseTrigger):
                 self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
                 await wait_out_min_deferral(self.not_before)
                 event = self._event(view, detail or "")
-                if output is not None:  # h15
+                if output is not None:
                     event["driver_output_offset"] = output.offset
                 run_id = str((self.task_key or {}).get("run_id"))
                 report = await self._report_to_end_task_with(view, output)
