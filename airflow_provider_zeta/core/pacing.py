@@ -106,3 +106,15 @@ def listing_interval(directories: int, fastest: float, per_second: float) -> flo
     (on NFS each listing is a round trip; the ready-to-close trigger lists one per unreported
     source)."""
     return max(fastest, directories / per_second)
+
+
+def min_deferral_wait(not_before: float, now: float, min_deferral: float) -> float:
+    """Seconds a trigger still waits before it fires: until ``not_before``, but never longer than
+    ``min_deferral``.
+
+    ``not_before`` is a moment on the deferring worker's wall clock (``now`` + ``min_deferral``
+    there) and ``now`` the reading of the trigger's own wall clock: the triggerer may run on
+    another host, and a worker whose clock runs minutes ahead must not keep its task deferred for
+    the difference. A worker behind asks for no wait at all (0). The caller sleeps the result.
+    """
+    return max(0.0, min(not_before - now, min_deferral))

@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from airflow_provider_zeta.core.pacing import Pacer
+from airflow_provider_zeta.core.pacing import Pacer, min_deferral_wait
 
 #: A trigger of this provider never wakes its task sooner than this after the task deferred.
 #: Airflow 3.3 turns a wake-up that arrives before the scheduler processed the executor's
@@ -31,8 +31,8 @@ async def wait_out_min_deferral(not_before: float) -> None:
     """Wait until ``not_before`` (from ``not_before()``, on the deferring worker's wall clock), but
     never longer than ``MIN_DEFERRAL_SECONDS`` on this process's clock: the triggerer may run on
     another host, and a worker whose clock runs minutes ahead must not keep its task deferred for
-    the difference."""
-    delay = min(not_before - time.time(), MIN_DEFERRAL_SECONDS)
+    the difference (the rule: ``core.pacing.min_deferral_wait``)."""
+    delay = min_deferral_wait(not_before, time.time(), MIN_DEFERRAL_SECONDS)
     if delay > 0:
         await asyncio.sleep(delay)
 

@@ -352,8 +352,9 @@ def test_a_deferring_worker_whose_clock_is_minutes_off_never_holds_the_event_lon
     tmp_path, monkeypatch, worker_ahead_s
 ):
     """``not_before`` is a moment on the deferring worker's wall clock; the triggerer may run on a
-    host whose clock differs by minutes. A worker ahead must not keep its task deferred for the
-    difference: the wait is never longer than the minimum deferral on the triggerer's own clock."""
+    host whose clock differs by minutes. The trigger waits by the rule of
+    ``core.pacing.min_deferral_wait`` (tested on its own in ``test_pacing_min_deferral.py``): with
+    a worker ahead, never longer than the minimum deferral on the triggerer's own clock."""
     import airflow_provider_zeta.triggers as triggers
 
     monkeypatch.setattr(triggers, "MIN_DEFERRAL_SECONDS", 0.3)
