@@ -40,6 +40,7 @@ from typing import Any
 from airflow_provider_zeta.core.cleanup import state_name
 from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD, event_is_for
 from airflow_provider_zeta.core.ledger import CorruptState
+from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS
 
 #: Task states after which a source will never report in this incarnation.
 SOURCE_FAILED_STATES = frozenset({"failed", "upstream_failed", "skipped", "removed"})
@@ -116,6 +117,114 @@ def parse_report(value: Any, source: str, task_id: str) -> Report:
     if not report.token or not report.output_path:
         raise CorruptState(f"{where} has an empty token or output path")
     return report
+
+
+#: Marks a mapped deploy task instance in a source's task reference: ``<task id>[<map index>]``.
+#: Airflow task ids never hold ``[``, so the reference of an unmapped task is its task id alone.
+_MAP_OPEN, _MAP_CLOSE = "[", "]"
+
+
+def task_ref(task_id: str, map_index: int | None = -1) -> str:
+    """How the ready-to-close wait names a source's deploy task instance: its task id when it is not
+    mapped (``map_index`` -1 or None: what a report, a ready set and a sensor's decision record held
+    before mapping existed), ``<task id>[<map index>]`` for one map index of a mapped task."""
+    if map_index is None or int(map_index) < 0:
+        return task_id
+    return f"{task_id}{_MAP_OPEN}{int(map_index)}{_MAP_CLOSE}"
+
+
+def split_task_ref(ref: str) -> tuple[str, int]:
+    """(task id, map index) of a ``task_ref`` (map index -1: not mapped). Raises ``ValueError`` for
+    a reference that opens a map index it does not close with a number."""
+    if not ref.endswith(_MAP_CLOSE) or _MAP_OPEN not in ref:
+        if _MAP_OPEN in ref or _MAP_CLOSE in ref:
+            raise ValueError(f"task reference {ref!r} is neither a task id nor '<task id>[<map index>]'")
+        return ref, -1
+    task_id, _, index = ref[: -len(_MAP_CLOSE)].rpartition(_MAP_OPEN)
+    if not task_id or not index.isdigit():
+        raise ValueError(f"task reference {ref!r} is neither a task id nor '<task id>[<map index>]'")
+    return task_id, int(index)
+
+
+def task_state_name(ref: str) -> str:
+    """The name Airflow's task-states call gives the task instance of ``ref``: the task id, or
+    ``<task id>_<map index>`` for a mapped instance (``airflow_internals.run_task_states``)."""
+    task_id, map_index = split_task_ref(ref)
+    return task_id if map_index < 0 else f"{task_id}_{map_index}"
+
+
+def ref_task_ids(refs: Any) -> list[str]:
+    """The task ids to ask the task states of, once each, for the task references ``refs``."""
+    return sorted({split_task_ref(ref)[0] for ref in refs})
+
+
+def ref_states(refs: Any, states: Mapping[str, Any]) -> dict[str, Any]:
+    """Task reference -> state, from the states Airflow returned by its own names (``task_state_name``)."""
+    return {ref: states.get(task_state_name(ref)) for ref in refs}
+
+
+#: The keys a per-source entry of a mapped source list may hold besides the spark-submit options
+#: (``core.submit_options.SPARK_SUBMIT_OPTIONS``).
+MAPPED_ENTRY_KEYS = ("source", "application", "application_args")
+
+
+def mapped_source_names(value: Any, where: str) -> list[str]:
+    """The source names of a mapped source list, in map-index order: the list an upstream task
+    returned, of names or of per-source dicts with a ``source`` key (``zeta_pipeline(sources=XComArg)``).
+    Map index ``i`` of the mapped deploy task is the list's entry ``i`` (Airflow expands a list in
+    its order). Raises ``ValueError`` naming ``where`` and the bad entry: not a list, an entry without
+    a name, a name holding ``/`` or ``=`` (it is a path segment of the partition), a name twice."""
+    value = stored_document(value)
+    if value is None:
+        raise ValueError(f"{where}: the mapped source list is missing (did the upstream task return a list?)")
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise ValueError(f"{where}: the mapped source list must be a list of names or of per-source dicts, not {type(value).__name__}")
+    names: list[str] = []
+    for index, entry in enumerate(value):
+        name = entry.get("source") if isinstance(entry, Mapping) else entry
+        if not isinstance(name, str) or not name or "/" in name or "=" in name:
+            raise ValueError(
+                f"{where}: entry {index} of the mapped source list ({entry!r:.100}) names no valid source: a "
+                "source is a non-empty name without '/' or '=' (or a dict with such a 'source')"
+            )
+        if name in names:
+            raise ValueError(f"{where}: source {name!r} is twice in the mapped source list (entries {names.index(name)} and {index})")
+        names.append(name)
+    return names
+
+
+def mapped_expected(task_id: str, value: Any, where: str) -> dict[str, str]:
+    """Source name -> task reference of the mapped deploy task ``task_id`` for the run's mapped
+    source list (``mapped_source_names``): what the ready-to-close wait expects."""
+    return {name: task_ref(task_id, index) for index, name in enumerate(mapped_source_names(value, where))}
+
+
+def mapped_entry_kwargs(entry: Any, application: str | None, defaults: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The deploy task arguments of one entry of a mapped source list: a name, or a dict with
+    ``source`` and optionally ``application``, ``application_args`` and spark-submit options
+    (``core.submit_options.SPARK_SUBMIT_OPTIONS``). ``application`` is the pipeline's
+    default; ``defaults`` its options for every source, which an entry's own override. Raises
+    ``ValueError`` naming the entry and what is wrong."""
+    if isinstance(entry, Mapping):
+        unknown = sorted(set(entry) - set(MAPPED_ENTRY_KEYS) - set(SPARK_SUBMIT_OPTIONS))
+        if unknown:
+            raise ValueError(
+                f"{where}: source entry {entry.get('source')!r} holds {unknown}; an entry may hold "
+                f"{list(MAPPED_ENTRY_KEYS)} and the spark-submit options {list(SPARK_SUBMIT_OPTIONS)}"
+            )
+        own = dict(entry)
+    else:
+        own = {"source": entry}
+    name = own.get("source")
+    if not isinstance(name, str) or not name or "/" in name or "=" in name:
+        raise ValueError(f"{where}: source entry {entry!r:.100} names no valid source (non-empty, without '/' or '=')")
+    chosen = own.pop("application", None) or application
+    if not chosen:
+        raise ValueError(f"{where}: source {name!r} has no application: give the pipeline's 'application' or the entry's")
+    args = own.pop("application_args", None)
+    kwargs = {**dict(defaults), **own, "application": chosen}
+    kwargs["application_args"] = [str(arg) for arg in (args or [])]
+    return kwargs
 
 
 class Verdict(str, Enum):

@@ -126,7 +126,7 @@ from airflow_provider_zeta.core.publish import (
     source_dir,
     staging_problem,
 )
-from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set
+from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set, split_task_ref
 from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
@@ -360,7 +360,8 @@ class CompletedPointOperator(BaseOperator):
     def _verified_staging(self, state: StateStorage, ti: Any, report: Any) -> tuple[str, dict[str, int] | None]:
         """The reported token's own staging directory — after checking its ledger (fencing) — and
         the files its driver recorded there at finish."""
-        relative = attempt_dir(ti.dag_id, ti.run_id, report.task_id, -1, report.token)
+        # The report names its task instance (core.ready.task_ref): a mapped source's attempts are its map index's.
+        relative = attempt_dir(ti.dag_id, ti.run_id, *split_task_ref(report.task_id), report.token)
         attempt = state.child(relative)
         ledger: Ledger | CorruptState | None
         try:
