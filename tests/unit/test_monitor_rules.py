@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from airflow_provider_zeta.core.cleanup import CleanupRecord, RecordStatus, RunPhase
@@ -19,12 +21,16 @@ from airflow_provider_zeta.core.monitor import (
     RunFacts,
     Section,
     TaskRow,
+    history_link,
+    link_host,
     page_bounds,
+    phase_text,
     redact,
     run_status,
     known_section,
     safe_link,
     section_order,
+    source_status,
     without_log_details,
 )
 from airflow_provider_zeta.core.paths import attempt_dir
@@ -367,3 +373,123 @@ def test_the_page_shows_of_a_driver_error_only_structured_facts(error, shown, ru
     from airflow_provider_zeta.core.monitor import error_summary
 
     assert error_summary(error) == (shown, rule)
+
+
+# ---------------------------------------------------------------------------- what each row shows
+
+
+def test_a_history_link_takes_application_ids_in_either_case_and_strips_only_slashes_from_the_base():
+    assert history_link("http://history:18080", "App-Spark_1.x") == "http://history:18080/history/App-Spark_1.x/"
+    assert history_link("http://proxy/SPARKX//", "app-1") == "http://proxy/SPARKX/history/app-1/"
+    assert history_link("javascript:alert(1)", "app-1") is None
+
+
+def test_a_link_without_a_host_is_not_safe():
+    assert link_host("http://:4040/jobs") == ""
+    assert safe_link("http://:4040/jobs") is None
+    assert link_host("http://Worker-1:4040") == "worker-1"
+
+
+@pytest.mark.parametrize(
+    "phase, outcome, due_in, text",
+    [
+        (PipelinePhase.DEPLOYING, None, None, "deploying"),
+        (PipelinePhase.RUNNING, None, None, "running"),
+        (PipelinePhase.FAILED, "failed", None, "failed"),
+        (PipelinePhase.COMMITTED, "committed", None, "committed"),
+        (PipelinePhase.CLEANED, "committed", None, "committed · cleaned"),
+        (PipelinePhase.CLEANUP_DUE, "committed", 90, "committed · cleanup due in 1m 30s"),
+        (PipelinePhase.CLEANUP_DUE, None, 90, "cleanup due in 1m 30s"),
+        (PipelinePhase.CLEANUP_DUE, "failed", None, "failed · cleanup blocked (unreadable record)"),
+        (PipelinePhase.CLEANUP_OVERDUE, "failed", None, "failed · cleanup overdue (the sweep carries it out)"),
+        (PipelinePhase.AWAITING_CLEANUP, "failed", None, "failed · ended, cleanup not recorded yet"),
+    ],
+)
+def test_the_phase_text_prefixes_a_known_outcome_only_where_the_phase_does_not_already_say_it(phase, outcome, due_in, text):
+    assert phase_text(phase, 1, 3, outcome, due_in) == text
+
+
+def test_the_ready_phase_text_counts_ready_sources_of_all():
+    assert phase_text(PipelinePhase.READY, 2, 5, "committed", None) == "ready 2 of 5"
+
+
+def test_a_source_without_a_ledger_is_missing_and_named_after_its_task():
+    task = TaskRow("grp.sub.deploy_emea", "ZetaSparkJobOperator", "queued", map_index=3)
+    source = source_status(task, [], NOW, 60)
+    assert (source.source, source.task_id, source.map_index, source.task_state) == ("emea", task.task_id, 3, "queued")
+    assert (source.driver, source.token, source.attempts, source.checkpoints, source.error) == ("missing", None, 0, 0, None)
+    assert (source.heartbeat_age, source.checkpoint_age, source.rows, source.spark_ui_url) == (None, None, None, None)
+    standalone = source_status(TaskRow("deploy_apac", "ZetaSparkJobOperator", None), [], NOW, 60)
+    assert standalone.source == "apac"
+
+
+def test_a_source_whose_ledgers_are_all_unreadable_is_corrupt_with_the_masked_reason():
+    task = TaskRow("grp.deploy_emea", "ZetaSparkJobOperator", "running")
+    bad = [CorruptState("driver ledger x is not valid JSON"), CorruptState("second")]
+    source = source_status(task, bad, NOW, 60)
+    assert (source.source, source.task_id, source.task_state) == ("emea", task.task_id, "running")
+    assert (source.driver, source.attempts, source.checkpoints, source.token) == ("corrupt", 2, 0, None)
+    assert source.error == "driver ledger x is not valid JSON"  # the first unreadable one
+    secret = source_status(task, [CorruptState("ledger x: password=hunter2 is not valid")], NOW, 60)
+    assert secret.error.startswith("ledger x: password=***") and "hunter2" not in secret.error
+
+
+def test_a_source_whose_ledger_has_values_of_the_wrong_type_names_the_exception_class_only():
+    task = TaskRow("grp.deploy_emea", "ZetaSparkJobOperator", "running")
+    odd = ledger("t", ckpt=NOW - 3, rows="hunter2")  # int("hunter2") fails with the value in its text
+    source = source_status(task, [odd], NOW, 60)
+    assert (source.source, source.task_id, source.driver, source.attempts) == ("emea", task.task_id, "corrupt", 1)
+    assert source.error == "the driver ledger cannot be shown (ValueError)"
+
+
+def test_a_running_source_shows_its_ledger_source_ages_counts_and_link():
+    task = TaskRow("grp.deploy_x", "ZetaSparkJobOperator", "running")
+    running = ledger("t", ckpt=NOW - 3, source="emea-2", spark_ui_url="http://driver:4040", rows=7)
+    source = source_status(task, [running], NOW, 60)
+    assert (source.source, source.driver, source.token, source.attempts) == ("emea-2", "running", "t", 1)
+    assert (source.heartbeat_age, source.checkpoint_age, source.checkpoints, source.rows) == (2.0, 3.0, 5, 7)
+    assert source.spark_ui_url == "http://driver:4040"
+    unnamed = source_status(task, [ledger("t", ckpt=NOW - 3, source="")], NOW, 60)
+    assert unnamed.source == "x"
+
+
+def test_an_ended_source_shows_no_ages_and_no_spark_ui():
+    task = TaskRow("grp.deploy_emea", "ZetaSparkJobOperator", "success")
+    ended = ledger("t", LedgerStatus.SUCCEEDED, ckpt=NOW - 3, spark_ui_url="http://driver:4040", rows=7)
+    source = source_status(task, [ended], NOW, 60)
+    assert (source.driver, source.heartbeat_age, source.checkpoint_age, source.spark_ui_url) == ("succeeded", None, None, None)
+    assert (source.checkpoints, source.rows) == (5, 7)
+
+
+def test_a_run_lists_its_identity_and_counts_of_each_pipeline():
+    status = run_status(facts(), NOW, 60)
+    assert (status.dag_id, status.run_id, status.run_state) == (DAG, RUN, "running")
+    pipeline = only_pipeline(status)
+    assert (pipeline.ready, pipeline.total, pipeline.outcome) == (1, 3, None)
+
+
+def test_a_successful_run_is_committed_only_if_the_pipeline_has_a_completed_point():
+    done = (LedgerStatus.SUCCEEDED,) * 3
+    with_commit = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    assert only_pipeline(run_status(facts("success", with_commit, done), NOW, 60)).outcome == "committed"
+    without_commit = with_commit[:-1]
+    no_commit = only_pipeline(run_status(facts("success", without_commit, done, [record(NOW + 60)]), NOW, 60))
+    assert (no_commit.outcome, no_commit.phase_text) == ("success", "success · cleanup due in 1m 00s")
+    failed = pipeline_tasks(deploys=("success",) * 3, commit="upstream_failed")
+    assert only_pipeline(run_status(facts("failed", failed, done, [record(NOW + 60)]), NOW, 60)).outcome == "failed"
+
+
+def test_a_cleanup_due_exactly_now_is_overdue_and_one_due_later_counts_down():
+    done = (LedgerStatus.SUCCEEDED,) * 3
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    due_now = only_pipeline(run_status(facts("success", tasks, done, [record(NOW)]), NOW, 60))
+    assert due_now.phase is PipelinePhase.CLEANUP_OVERDUE
+    soon = only_pipeline(run_status(facts("success", tasks, done, [record(NOW + 0.4)]), NOW, 60))
+    assert (soon.phase, soon.phase_text) == (PipelinePhase.CLEANUP_DUE, "committed · cleanup due in 0s")
+
+
+def test_retained_runs_sort_by_due_time_even_at_the_start_of_the_epoch():
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    base = run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 10)]), NOW, 60)
+    at_epoch, later = replace(base, cleanup_due_at=0.0), replace(base, cleanup_due_at=0.5)
+    assert section_order(Section.RETAINED, at_epoch) < section_order(Section.RETAINED, later)
