@@ -66,6 +66,7 @@ def zeta_pipeline(
     openlineage_inject_parent_job_info: bool | None = None,
     openlineage_inject_transport_info: bool | None = None,
     partition: str = DEFAULT_PARTITION,
+    audits: list[Any] | None = None,
 ) -> TaskGroup:
     """Build the pipeline's TaskGroup in the current DAG.
 
@@ -104,7 +105,14 @@ def zeta_pipeline(
         injected.
     :param completed_point_kwargs: further ``CompletedPointOperator``/BaseOperator arguments
         (``retries`` defaults to 3, ``retry_delay`` to 10 s).
+    :param audits: audits of the staged data before the publish (write-audit-publish, ``core.audits``:
+        ``rows_within``, ``same_schema``, ``not_null``, ``unique_key``, ``user_audit`` or a callable);
+        a failed audit fails the completed point and publishes nothing. Audits that read the data
+        run in the provider's audit job on ``conn_id``.
     """
+    if audits:
+        # The completed point audits; its audit job runs on the pipeline's Spark connection.
+        completed_point_kwargs = {"audits": audits, "audit_conn_id": conn_id, **dict(completed_point_kwargs or {})}
     if not sources:
         raise ValueError(f"zeta_pipeline {pipeline_id!r}: 'sources' must name at least one source")
     bad = [name for name in sources if not name or "/" in name or "=" in name]

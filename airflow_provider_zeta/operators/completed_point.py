@@ -45,6 +45,23 @@ How it works
     replacement — none; never a mix. Leftovers are the pending directory (a retry assembles anew; the
     delayed cleanup deletes the old one) and the tombstone.
 
+Audits (write-audit-publish)
+    With ``audits=[...]`` (``core.audits``: ``rows_within``, ``same_schema``, ``not_null``,
+    ``unique_key``, ``user_audit`` or a plain callable) the staged outputs of the reporting
+    attempts are audited after their ledgers are verified and before anything is written into the
+    table: the decision is ``first_publish`` or a replacement, nothing moved yet. Row-count bounds
+    use the rows each driver reported; audits that read the data are answered by the provider's
+    audit job (``spark_jobs/audit_job.py``), submitted with ``SparkSubmitHook`` on
+    ``audit_conn_id`` and waited for, never run in the worker. The outcome goes to the task log (one
+    ``zeta.audit.passed`` / ``zeta.audit.failed`` line per source and audit, with its numbers) and
+    to the XCom ``zeta_audit_results``. A failed audit fails the task without a retry
+    (``[zeta.audit.failed]``, naming each failed audit, source and numbers): the published
+    partition and the staging stay exactly as they were, and the run's delayed cleanup still
+    applies. Clearing the failed sources with ``ready_to_close`` and downstream re-runs them and
+    audits their new attempts. A re-execution that finds its commit already published audits
+    nothing (``already_published`` is decided first). A failure to run the audit job (spark-submit
+    fails, no result) is an ordinary error: the task retries.
+
 Asset events: exactly one per new commit
     The task declares the ``AssetAlias`` ``zeta-commits:<asset name>`` as its outlet, not the Asset
     itself, and adds an event for the Asset to it only for a commit not announced yet
@@ -78,15 +95,34 @@ Where the publish is atomic
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import posixpath
+import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_provider_zeta.airflow_internals import spark_deploy_mode
+from airflow_provider_zeta.core.audits import (
+    AUDIT_RESULTS_XCOM,
+    Audit,
+    AuditOutcome,
+    SourceFacts,
+    SparkRequest,
+    audit_job_request,
+    check_audits,
+    decide_audits,
+    parse_audit_job_result,
+    spark_request,
+)
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
@@ -129,6 +165,7 @@ from airflow_provider_zeta.core.publish import (
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set, split_task_ref
 from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
 from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+from airflow_provider_zeta.spark_jobs import audit_job
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
 from airflow_provider_zeta.task_state import set_kept
 
@@ -139,6 +176,8 @@ PENDING_LEVELS_TO_PRUNE = 2
 #: the last commit whose Asset event was emitted.
 PUBLISHING_KEY = "zeta_publishing"
 ANNOUNCED_KEY = "zeta_announced"
+#: The audit job the completed point submits for audits that read the staged data.
+AUDIT_JOB_PATH = str(Path(audit_job.__file__).resolve())
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -158,6 +197,13 @@ class CompletedPointOperator(BaseOperator):
         ``"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}"`` for an hourly schedule
         (``core.publish.parse_partition`` says what is accepted). The partition lands at
         ``{output_root}/<rendered partition>/source={name}/``.
+    :param audits: audits of the staged data before the publish (``core.audits``: ``rows_within``,
+        ``same_schema``, ``not_null``, ``unique_key``, ``user_audit``, or a callable called per
+        source with its ``SourceFacts``); a failed one fails the task and publishes nothing.
+    :param audit_conn_id: the Spark connection the audit job is submitted on (local or client
+        mode), for audits that read the data.
+    :param audit_spark_submit_kwargs: further ``SparkSubmitHook`` arguments of the audit job
+        (``conf``, ``executor_memory``, ...).
 
     ``retries`` defaults to 3 and ``retry_delay`` to 10 seconds: a worker lost between the two
     renames of a replacement leaves the table without the partition until the retry publishes it.
@@ -178,6 +224,9 @@ class CompletedPointOperator(BaseOperator):
         asset: Any | None = None,
         pipeline_id: str | None = None,
         partition: str = DEFAULT_PARTITION,
+        audits: Sequence[Audit | Any] | None = None,
+        audit_conn_id: str = "spark_default",
+        audit_spark_submit_kwargs: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if asset is not None:
@@ -203,6 +252,9 @@ class CompletedPointOperator(BaseOperator):
         self.partition = check_partition_spec(partition, self.task_id)
         self.ready_task_id = ready_task_id
         self.asset = asset
+        self.audits = check_audits(audits, self.task_id)
+        self.audit_conn_id = audit_conn_id
+        self.audit_spark_submit_kwargs = dict(audit_spark_submit_kwargs or {})
         group = getattr(self, "task_group", None)
         self.pipeline_id = pipeline_id or (group.group_id if group is not None and group.group_id else self.task_id)
         #: What this execution returned (the partition it published or found published), for OpenLineage.
@@ -283,6 +335,8 @@ class CompletedPointOperator(BaseOperator):
                 break
             if staging is None:
                 staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
+                # Before anything is written into the table: a failed audit leaves it as it is.
+                self.audit(context, state, sources, staging)
                 # Registered before anything is written into the table, so that the cleanup and
                 # the sweep know where this run's pending directories and tombstones can be.
                 register_output(state, ti.dag_id, ti.run_id, self.output_root)
@@ -356,6 +410,88 @@ class CompletedPointOperator(BaseOperator):
         from airflow_provider_zeta.lineage import completed_point_lineage
 
         return completed_point_lineage(self.output_root, None)
+
+    def audit(
+        self,
+        context: Context,
+        state: StateStorage,
+        sources: Mapping[str, Any],
+        staging: Mapping[str, tuple[str, dict[str, int] | None]],
+    ) -> AuditOutcome | None:
+        """Audit the reporting attempts' staged outputs (``core.audits``); fail the task when an
+        audit fails. Logs and pushes the outcome (XCom ``zeta_audit_results``) either way."""
+        if not self.audits:
+            return None
+        facts = {
+            name: SourceFacts(name, report.token, report.rows, state.url_of(staging[name][0]))
+            for name, report in sorted(sources.items())
+        }
+        wanted = spark_request(self.audits)
+        if wanted:
+            read = self.run_audit_job(context, wanted, {name: fact.staging for name, fact in facts.items()})
+            facts = {name: dataclasses.replace(fact, **read[name]) for name, fact in facts.items()}
+        outcome = decide_audits(self.audits, facts)
+        ti = context["ti"]
+        ti.xcom_push(
+            key=AUDIT_RESULTS_XCOM,
+            value={
+                **outcome.to_value(),
+                "pipeline_id": self.pipeline_id,
+                "tokens": {name: fact.token for name, fact in facts.items()},
+                "rows": {name: fact.rows for name, fact in facts.items()},
+                "at": time.time(),
+            },
+        )
+        for result in outcome.results:
+            numbers = json.dumps(dict(result.numbers), sort_keys=True, default=str)
+            if result.passed:
+                self.log.info("zeta.audit.passed: %s on %s: %s %s", result.audit, result.source, result.message, numbers)
+            else:
+                self.log.error("zeta.audit.failed: %s on %s: %s %s", result.audit, result.source, result.message, numbers)
+        if not outcome.passed:
+            raise AirflowFailException(
+                f"[zeta.audit.failed] {outcome.summary()}. Nothing was published: the partition and the "
+                f"staging are as they were. Fix the input of {list(outcome.failed_sources) or 'the sources'} and "
+                f"clear their deploy tasks together with {self.ready_task_id} and downstream."
+            )
+        self.log.info("zeta.audit.all_passed: %s", outcome.summary())
+        return outcome
+
+    def run_audit_job(self, context: Context, wanted: SparkRequest, staging: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """Submit the audit job (``spark_jobs/audit_job.py``) with ``SparkSubmitHook`` and wait for
+        it; what it read of each source (``SourceFacts`` fields). A job that fails or leaves no
+        result raises ``AirflowException`` (the task retries; nothing was published)."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        ti = context["ti"]
+        with tempfile.TemporaryDirectory(prefix="zeta-audit-") as folder:
+            result_path = os.path.join(folder, "result.json")
+            request_path = os.path.join(folder, "request.json")
+            with open(request_path, "w") as handle:
+                json.dump(audit_job_request(wanted, staging, result_path), handle)
+            env = {
+                # The job's Python must be one that has PySpark; spark-submit from pip's pyspark
+                # lies beside it when the worker's PATH lacks one.
+                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+                "PATH": os.pathsep.join(p for p in (os.environ.get("PATH", ""), os.path.dirname(sys.executable)) if p),
+            }
+            kwargs = dict(self.audit_spark_submit_kwargs)
+            kwargs["env_vars"] = {**env, **dict(kwargs.get("env_vars") or {})}
+            kwargs.setdefault("name", f"zeta-audit-{ti.dag_id}-{self.pipeline_id}")
+            hook = SparkSubmitHook(conn_id=self.audit_conn_id, application_args=[request_path], **kwargs)
+            if spark_deploy_mode(hook) == "cluster":
+                raise AirflowFailException(
+                    f"[zeta.audit.cluster_mode] connection {self.audit_conn_id!r} uses deploy-mode cluster: the audit "
+                    "job runs in local or client mode (its result is read where it was submitted); set audit_conn_id"
+                )
+            self.log.info("zeta.audit.job: submitting %s for %s on %s", AUDIT_JOB_PATH, sorted(staging), self.audit_conn_id)
+            hook.submit(AUDIT_JOB_PATH)
+            raw = Path(result_path).read_bytes() if os.path.exists(result_path) else None
+            try:
+                return parse_audit_job_result(raw, staging, result_path)
+            except CorruptState as error:
+                raise AirflowException(f"[zeta.audit.no_result] {error}") from None
 
     def _verified_staging(self, state: StateStorage, ti: Any, report: Any) -> tuple[str, dict[str, int] | None]:
         """The reported token's own staging directory — after checking its ledger (fencing) — and
