@@ -88,6 +88,19 @@ def find_leftovers(
 
     Also returns the attempts as (task segment, token, relative path) for the driver check.
     """
+    attempts = _run_attempts(state, dag_id, run_id, task_ids)
+    outputs: dict[str, tuple[str, ...]] = {}
+    for root in output_roots(state, dag_id, run_id) if roots is None else roots:
+        paths = _output_leftovers(open_output(root), root, dag_id, run_id, pipeline_id)
+        if paths:
+            outputs[root] = tuple(sorted(paths))
+    return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+
+
+def _run_attempts(
+    state: StateStorage, dag_id: str, run_id: str, task_ids: Iterable[str] | None
+) -> list[tuple[str, str, str]]:
+    """The run's attempt directories (of ``task_ids`` if given) as (task segment, token, relative path)."""
     base = run_attempts_dir(dag_id, run_id)
     wanted = None if task_ids is None else {safe_segment(t) for t in task_ids}
     attempts = []
@@ -97,26 +110,28 @@ def find_leftovers(
         for map_index in state.list_dir(f"{base}/{task_segment}"):
             for token in state.list_dir(f"{base}/{task_segment}/{map_index}"):
                 attempts.append((task_segment, token, f"{base}/{task_segment}/{map_index}/{token}"))
-    outputs: dict[str, tuple[str, ...]] = {}
-    for root in output_roots(state, dag_id, run_id) if roots is None else roots:
-        out = open_output(root)
-        paths: list[str] = []
-        held = held_by_interrupted_commits(out, run_pending_dir(dag_id, run_id))
-        for folder in (run_pending_dir(dag_id, run_id), run_tombstones_dir(dag_id, run_id)):
-            for name in out.list_dir(folder):
-                entry = f"{folder}/{name}"
-                if entry in held or (ALL_TOMBSTONES in held and folder == run_tombstones_dir(dag_id, run_id)):
-                    log.warning(
-                        "zeta.cleanup.interrupted_commit_kept: %s is kept: a publish into %s was interrupted "
-                        "there and only the completed point's next try (clear it) completes or rolls it back",
-                        out.url_of(entry), root,
-                    )
-                    continue
-                if pipeline_id is None or owned_output_entry(entry_pipeline(out, entry), pipeline_id):
-                    paths.append(entry)
-        if paths:
-            outputs[root] = tuple(sorted(paths))
-    return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+    return attempts
+
+
+def _output_leftovers(out: StateStorage, root: str, dag_id: str, run_id: str, pipeline_id: str | None) -> list[str]:
+    """The run's pending and tombstone directories in one output table that a cleanup may delete:
+    those of ``pipeline_id`` (all when None), except what an interrupted publish holds."""
+    paths: list[str] = []
+    held = held_by_interrupted_commits(out, run_pending_dir(dag_id, run_id))
+    tombstones = run_tombstones_dir(dag_id, run_id)
+    for folder in (run_pending_dir(dag_id, run_id), tombstones):
+        for name in out.list_dir(folder):
+            entry = f"{folder}/{name}"
+            if entry in held or (ALL_TOMBSTONES in held and folder == tombstones):
+                log.warning(
+                    "zeta.cleanup.interrupted_commit_kept: %s is kept: a publish into %s was interrupted "
+                    "there and only the completed point's next try (clear it) completes or rolls it back",
+                    out.url_of(entry), root,
+                )
+                continue
+            if pipeline_id is None or owned_output_entry(entry_pipeline(out, entry), pipeline_id):
+                paths.append(entry)
+    return paths
 
 
 #: In ``held_by_interrupted_commits``: an unreadable intent names no tombstone, so all are kept.

@@ -83,6 +83,27 @@ def state_root_identity(state: StateStorage, create: bool) -> str | None:
     return identity or None
 
 
+def _inside(root: str, path: str) -> bool:
+    """Whether the real location of ``path`` is ``root`` (a real path) or below it."""
+    return os.path.commonpath([root, os.path.realpath(path)]) == root
+
+
+def _refuse_unless_launched_file(relative: str, opened: os.stat_result, local: str, root: str) -> None:
+    """``PermissionError`` unless the opened file (``opened``: its ``fstat``) is what the driver's
+    launcher made at ``local``: the checks listed in ``StateStorage.read_local_range``."""
+    import stat
+
+    if not stat.S_ISREG(opened.st_mode):
+        raise PermissionError(f"{relative} is not a regular file")
+    if opened.st_nlink != 1:
+        raise PermissionError(f"{relative} has {opened.st_nlink} hard links: not a log the launcher created")
+    if hasattr(os, "geteuid") and opened.st_uid != os.geteuid():
+        raise PermissionError(f"{relative} is owned by uid {opened.st_uid}, not by uid {os.geteuid()} that launches drivers")
+    # The directories may have been swapped between the check and the open: the file
+    # opened must still be the one at a path inside the root.
+    if not _inside(root, local) or not os.path.samestat(opened, os.stat(os.path.realpath(local))):
+        raise PermissionError(f"{relative} leads outside the state root")
+
 class StateStorage:
     """A root directory on some filesystem, addressed by relative POSIX paths."""
 
@@ -197,17 +218,11 @@ class StateStorage:
           user, so the log it creates is that user's; a file of another owner was not created by it (the job runs as the same user, so this does not
           catch a file the job itself put there).
         """
-        import stat
-
         local = self.local_path(relative)
         if local is None:
             return None
         root = os.path.realpath(self.root)
-
-        def inside(path: str) -> bool:
-            return os.path.commonpath([root, os.path.realpath(path)]) == root
-
-        if not inside(os.path.dirname(local)):
+        if not _inside(root, os.path.dirname(local)):
             raise PermissionError(f"{relative} leads outside the state root")
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
@@ -220,18 +235,7 @@ class StateStorage:
             raise
         with os.fdopen(fd, "rb") as handle:
             opened = os.fstat(handle.fileno())
-            if not stat.S_ISREG(opened.st_mode):
-                raise PermissionError(f"{relative} is not a regular file")
-            if opened.st_nlink != 1:
-                raise PermissionError(f"{relative} has {opened.st_nlink} hard links: not a log the launcher created")
-            if hasattr(os, "geteuid") and opened.st_uid != os.geteuid():
-                raise PermissionError(
-                    f"{relative} is owned by uid {opened.st_uid}, not by uid {os.geteuid()} that launches drivers"
-                )
-            # The directories may have been swapped between the check and the open: the file
-            # opened must still be the one at a path inside the root.
-            if not inside(local) or not os.path.samestat(opened, os.stat(os.path.realpath(local))):
-                raise PermissionError(f"{relative} leads outside the state root")
+            _refuse_unless_launched_file(relative, opened, local, root)
             size = opened.st_size
             start = max(0, size + offset) if offset < 0 else min(offset, size)
             handle.seek(start)

@@ -495,30 +495,8 @@ class CarryOutCleanupsOperator(BaseOperator):
         state.write_atomic(f"{folder}/{WAITER_INFO_FILE}", waiter_info(ti.dag_id, ti.run_id))
         sources = [UNCLAIMED_WAITER]
         if first_look:
-            own = posixpath.basename(folder)
-            others: dict[str, tuple[str, str]] = {}
-            for name in state.list_dir(WAITERS_DIR):
-                if name not in (own, UNCLAIMED_WAITER):
-                    who = parse_waiter_info(state.read_bytes(f"{WAITERS_DIR}/{name}/{WAITER_INFO_FILE}"))
-                    if who is not None:  # else a waiter's folder being created: not ours to judge
-                        others[name] = who
-            gone = self._gone_waiters(ti, others)
-            for name in gone:
-                self.log.info("zeta.cleanup.waiter_gone: %s %s no longer waits; its records are taken", *others[name])
-            sources += gone
-        names: list[str] = []
-        for waiter in sources:
-            source = f"{WAITERS_DIR}/{waiter}"
-            for name in state.list_dir(source):
-                if not name.endswith(".json") or name == WAITER_INFO_FILE:
-                    continue
-                try:
-                    state.move(f"{source}/{name}", f"{folder}/{name}")
-                except FileNotFoundError:
-                    continue  # another run took it first: it is that run's to wait for
-                names.append(name)
-            if waiter != UNCLAIMED_WAITER:
-                _delete_quietly(state, source)
+            sources += self._gone_waiter_folders(state, ti, own=posixpath.basename(folder))
+        names = _take_waiter_entries(state, sources, folder)
         if first_look:
             names = [n for n in state.list_dir(folder) if n.endswith(".json") and n != WAITER_INFO_FILE]
         taken: dict[RecordKey, float] = {}
@@ -530,6 +508,19 @@ class CarryOutCleanupsOperator(BaseOperator):
             else:
                 taken[entry[0]] = entry[1]
         return taken
+
+    def _gone_waiter_folders(self, state: Any, ti: Any, own: str) -> list[str]:
+        """The folders of the other waiters whose run is gone (``waiter_gone``), each logged."""
+        others: dict[str, tuple[str, str]] = {}
+        for name in state.list_dir(WAITERS_DIR):
+            if name not in (own, UNCLAIMED_WAITER):
+                who = parse_waiter_info(state.read_bytes(f"{WAITERS_DIR}/{name}/{WAITER_INFO_FILE}"))
+                if who is not None:  # else a waiter's folder being created: not ours to judge
+                    others[name] = who
+        gone = self._gone_waiters(ti, others)
+        for name in gone:
+            self.log.info("zeta.cleanup.waiter_gone: %s %s no longer waits; its records are taken", *others[name])
+        return gone
 
     @staticmethod
     def _gone_waiters(ti: Any, others: dict[str, tuple[str, str]]) -> list[str]:
@@ -576,10 +567,7 @@ class CarryOutCleanupsOperator(BaseOperator):
         )
 
         def settled(*keys: RecordKey) -> None:
-            for done in keys:
-                if waiting.pop(done, None) is not None:
-                    _delete_quietly(state, f"{folder}/{waiter_entry_name(done)}")
-                not_before.pop(done, None)
+            _settle(state, folder, waiting, not_before, keys)
 
         if record is None:
             settled(key)  # carried out meanwhile (by the sweep), or adopted and finished
@@ -608,22 +596,14 @@ class CarryOutCleanupsOperator(BaseOperator):
         decision = decide_due(record, status, valid, uncovered, now, self.recheck_interval)
         label = f"{dag_id} {run_id} {owner} incarnation {record.incarnation}"
         self.log.info("zeta.cleanup.%s: %s: %s", decision.rule, label, decision.reason)
-        adopted_keys = [(dag_id, run_id, owner, i) for i in record.adopted]
         if decision.action is DueAction.CARRY_OUT:
-            # Asked again just before deleting: a run cleared a moment ago is left to its new
-            # incarnation (this record is then renewed or adopted at the next look at it).
-            again = run_status(ti, dag_id, run_id)
-            if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
-                self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
-                return  # still pending and due: looked at again at once
-            self.failure_window("before_delete", context, record)
-            summary["deleted"] += carry_out(state, record, open_state_storage)
-            self.failure_window("after_delete", context, record)
-            finish_record(state, record)  # its file and the files of the records it adopted
-            handled.add(record_key)
-            settled(key, *adopted_keys)
-            summary["carried_out"].append(label)
-            self.log.info("zeta.cleanup.cleaned: %s, %s late", label, f"{time.time() - record.due_at:.1f}s")
+            deleted = self._carry_out(context, state, key, record, label)
+            if deleted is not None:
+                summary["deleted"] += deleted
+                handled.add(record_key)
+                settled(key, *[(dag_id, run_id, owner, i) for i in record.adopted])
+                summary["carried_out"].append(label)
+                self.log.info("zeta.cleanup.cleaned: %s, %s late", label, f"{time.time() - record.due_at:.1f}s")
         elif decision.action is DueAction.DROP:
             delete_record_files(state, [record])
             settled(key)
@@ -643,6 +623,23 @@ class CarryOutCleanupsOperator(BaseOperator):
         elif decision.until is not None:
             not_before[key] = decision.until
 
+    def _carry_out(self, context: Context, state: Any, key: RecordKey, record: CleanupRecord, label: str) -> int | None:
+        """Carry out a due record (``DueAction.CARRY_OUT``) and finish it: how many paths were
+        deleted, or None when its run was cleared a moment ago and nothing was done."""
+        from airflow_provider_zeta.operators.sweep import run_status
+
+        # Asked again just before deleting: a run cleared a moment ago is left to its new
+        # incarnation (this record is then renewed or adopted at the next look at it).
+        again = run_status(context["ti"], key[0], key[1])
+        if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
+            self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
+            return None  # still pending and due: looked at again at once
+        self.failure_window("before_delete", context, record)
+        deleted = carry_out(state, record, open_state_storage)
+        self.failure_window("after_delete", context, record)
+        finish_record(state, record)  # its file and the files of the records it adopted
+        return deleted
+
 
 def enqueue_waiter_entry(state: Any, record: CleanupRecord) -> None:
     """The unclaimed waiter entry of a pipeline cleanup task's record (``core.cleanup`` "one waiter
@@ -652,6 +649,34 @@ def enqueue_waiter_entry(state: Any, record: CleanupRecord) -> None:
     key = (record.dag_id, record.run_id, record.owner, int(record.incarnation))
     state.write_atomic(f"{WAITERS_DIR}/{UNCLAIMED_WAITER}/{waiter_entry_name(key)}", waiter_entry(key, record.due_at))
 
+
+def _take_waiter_entries(state: Any, sources: list[str], folder: str) -> list[str]:
+    """Move the waiter entries of the ``sources`` waiter folders into ``folder`` (this run's); the
+    names of those moved. Any folder but ``_unclaimed/`` is deleted once emptied."""
+    names: list[str] = []
+    for waiter in sources:
+        source = f"{WAITERS_DIR}/{waiter}"
+        for name in state.list_dir(source):
+            if not name.endswith(".json") or name == WAITER_INFO_FILE:
+                continue
+            try:
+                state.move(f"{source}/{name}", f"{folder}/{name}")
+            except FileNotFoundError:
+                continue  # another run took it first: it is that run's to wait for
+            names.append(name)
+        if waiter != UNCLAIMED_WAITER:
+            _delete_quietly(state, source)
+    return names
+
+
+def _settle(
+    state: Any, folder: str, waiting: dict[RecordKey, float], not_before: dict[RecordKey, float], keys: Iterable[RecordKey]
+) -> None:
+    """Records this run no longer waits for: out of the in-memory schedule, their waiter entries deleted."""
+    for done in keys:
+        if waiting.pop(done, None) is not None:
+            _delete_quietly(state, f"{folder}/{waiter_entry_name(done)}")
+        not_before.pop(done, None)
 
 def _key(item: Sequence[Any]) -> RecordKey:
     return (str(item[0]), str(item[1]), str(item[2]), int(item[3]))

@@ -43,6 +43,7 @@ from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
     RunStatus,
     RunView,
+    SweepPlan,
     plan_sweep,
     state_name,
 )
@@ -96,19 +97,7 @@ class ZetaSweepOperator(BaseOperator):
         for dag_id, run_id in list_runs(state):
             if (dag_id, run_id) == (ti.dag_id, ti.run_id):
                 continue
-            status = run_status(ti, dag_id, run_id)
-            run_state = None if status is None else status.state
-            leftovers, attempts = find_leftovers(state, dag_id, run_id, open_state_storage)
-            task_states = _task_states(ti, dag_id, run_id) if run_state in ACTIVE_RUN_STATES and attempts else None
-            view = RunView(
-                dag_id,
-                run_id,
-                run_state,
-                tuple(read_records(state, dag_id, run_id)),
-                leftovers,
-                tuple(driver_views(state, attempts, task_states)),
-                clear_number=None if status is None else status.clear_number,
-            )
+            view = _run_view(ti, state, dag_id, run_id)
             plan = plan_sweep(view, time.time(), retention)
             rules[plan.rule] += 1
             phases.setdefault(plan.phase.value, []).append(f"{dag_id}/{run_id}")
@@ -117,23 +106,7 @@ class ZetaSweepOperator(BaseOperator):
                 corrupt.append(plan.reason)
             if plan.stop:
                 stopped += stop_drivers(state, plan.stop)
-            if plan.carry_out or plan.forget_run:
-                for record in plan.carry_out:
-                    # Asked again before each record: a run cleared a moment ago is left alone.
-                    if _run_state(ti, dag_id, run_id) in ACTIVE_RUN_STATES:
-                        self.log.info("zeta.sweep: %s %s was cleared meanwhile; left to its new incarnation", dag_id, run_id)
-                        break
-                    deleted += carry_out(state, record, open_state_storage)
-                    delete_record_files(state, [record])
-                else:
-                    if plan.forget_run and _run_state(ti, dag_id, run_id) not in ACTIVE_RUN_STATES:
-                        delete_record_files(state, [r for r in view.records if isinstance(r, CleanupRecord)])
-                        forget_run(state, dag_id, run_id)
-            if plan.write is not None:  # after the carry-out: it may replace a due sweep record's file
-                write_record_file(state, plan.write)
-            for record in plan.renew:  # a newer incarnation read these attempts: a new window first,
-                write_record_file(state, record)
-            delete_record_files(state, plan.drop)  # then the files of the records it took over
+            deleted += self._carry_out_plan(ti, state, view, plan)
         summary = {
             "rules": dict(rules),
             "phases": {phase: sorted(runs) for phase, runs in phases.items()},
@@ -146,6 +119,47 @@ class ZetaSweepOperator(BaseOperator):
             raise AirflowFailException(f"[zeta.sweep.corrupt_record] {len(corrupt)} run(s) not cleaned: {corrupt}")
         return summary
 
+
+    def _carry_out_plan(self, ti: Any, state: Any, view: RunView, plan: SweepPlan) -> int:
+        """Do what ``plan`` says to the run of ``view`` after its drivers were stopped: carry out its
+        due records, forget the run, write, renew and drop record files. How many paths were deleted."""
+        dag_id, run_id = view.dag_id, view.run_id
+        deleted = 0
+        if plan.carry_out or plan.forget_run:
+            for record in plan.carry_out:
+                # Asked again before each record: a run cleared a moment ago is left alone.
+                if _run_state(ti, dag_id, run_id) in ACTIVE_RUN_STATES:
+                    self.log.info("zeta.sweep: %s %s was cleared meanwhile; left to its new incarnation", dag_id, run_id)
+                    break
+                deleted += carry_out(state, record, open_state_storage)
+                delete_record_files(state, [record])
+            else:
+                if plan.forget_run and _run_state(ti, dag_id, run_id) not in ACTIVE_RUN_STATES:
+                    delete_record_files(state, [r for r in view.records if isinstance(r, CleanupRecord)])
+                    forget_run(state, dag_id, run_id)
+        if plan.write is not None:  # after the carry-out: it may replace a due sweep record's file
+            write_record_file(state, plan.write)
+        for record in plan.renew:  # a newer incarnation read these attempts: a new window first,
+            write_record_file(state, record)
+        delete_record_files(state, plan.drop)  # then the files of the records it took over
+        return deleted
+
+
+def _run_view(ti: Any, state: Any, dag_id: str, run_id: str) -> RunView:
+    """What the sweep knows of one run: its Airflow state, records, leftovers and drivers."""
+    status = run_status(ti, dag_id, run_id)
+    run_state = None if status is None else status.state
+    leftovers, attempts = find_leftovers(state, dag_id, run_id, open_state_storage)
+    task_states = _task_states(ti, dag_id, run_id) if run_state in ACTIVE_RUN_STATES and attempts else None
+    return RunView(
+        dag_id,
+        run_id,
+        run_state,
+        tuple(read_records(state, dag_id, run_id)),
+        leftovers,
+        tuple(driver_views(state, attempts, task_states)),
+        clear_number=None if status is None else status.clear_number,
+    )
 
 #: The Airflow Variable holding this deployment's id: created once, by the first completed point that
 #: finds none, and kept in the metadata database, so two deployments sharing a state root (a

@@ -69,42 +69,53 @@ class StatBatch:
     async def _run(self) -> None:
         while self._waiting:
             await asyncio.sleep(self.tick)
-            for path in list(self._waiting):  # drop cancelled waiters (a trigger removed)
-                live = [w for w in self._waiting[path] if not w[0].done()]
-                if live:
-                    self._waiting[path] = live
-                else:
-                    del self._waiting[path]
+            self._drop_cancelled()
             if not self._waiting:
                 continue
             self.hops += 1
             try:
                 found = await asyncio.to_thread(_signatures, list(self._waiting))
             except Exception as error:  # answer every waiter, never leave one hanging
-                batch, self._waiting = self._waiting, {}
-                for waiters in batch.values():
-                    for future, _, _ in waiters:
-                        if not future.done():
-                            future.set_exception(error)
+                self._fail_all(error)
                 continue
-            now = time.monotonic()
-            for path in list(self._waiting):
-                signature = found.get(path, NOTHING_SEEN)
-                if signature is NOTHING_SEEN:
-                    continue  # asked for during the hop: the next tick stats it
-                keep = []
-                for future, known, deadline in self._waiting[path]:
-                    if future.done():
-                        continue
-                    if signature != known or now >= deadline:
-                        future.set_result(signature)
-                    else:
-                        keep.append((future, known, deadline))
-                if keep:
-                    self._waiting[path] = keep
-                else:
-                    del self._waiting[path]
+            self._answer(found, time.monotonic())
 
+    def _drop_cancelled(self) -> None:
+        """Forget the waiters whose future is done (a trigger removed), and paths nobody waits on."""
+        for path in list(self._waiting):
+            live = [w for w in self._waiting[path] if not w[0].done()]
+            if live:
+                self._waiting[path] = live
+            else:
+                del self._waiting[path]
+
+    def _fail_all(self, error: Exception) -> None:
+        """Hand ``error`` (a tick's stats failed) to every waiter still waiting, and forget them all."""
+        batch, self._waiting = self._waiting, {}
+        for waiters in batch.values():
+            for future, _, _ in waiters:
+                if not future.done():
+                    future.set_exception(error)
+
+    def _answer(self, found: dict[str, Any], now: float) -> None:
+        """Wake the waiters whose path's signature in ``found`` changed or whose deadline passed by
+        ``now``; the others wait on."""
+        for path in list(self._waiting):
+            signature = found.get(path, NOTHING_SEEN)
+            if signature is NOTHING_SEEN:
+                continue  # asked for during the hop: the next tick stats it
+            keep = []
+            for future, known, deadline in self._waiting[path]:
+                if future.done():
+                    continue
+                if signature != known or now >= deadline:
+                    future.set_result(signature)
+                else:
+                    keep.append((future, known, deadline))
+            if keep:
+                self._waiting[path] = keep
+            else:
+                del self._waiting[path]
 
 _BATCHES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[float, StatBatch]] = weakref.WeakKeyDictionary()
 
