@@ -100,13 +100,24 @@ def read_state_file(storage: StateStorage, relative: str, max_bytes: int = MAX_S
     where = storage.url_of(relative)
     local = storage.local_path(relative)
     if local is None:
-        try:  # one ranged read: never more than max_bytes + 1 bytes come over the wire
-            data = storage.fs.cat_file(storage.path(relative), start=0, end=max_bytes + 1)
-        except FileNotFoundError:
-            return None
-        if len(data) > max_bytes:
-            raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
-        return data
+        return _read_remote_state_file(storage, relative, where, max_bytes)
+    return _read_local_state_file(storage, local, where, max_bytes)
+
+
+def _read_remote_state_file(storage: StateStorage, relative: str, where: str, max_bytes: int) -> bytes | None:
+    """``read_state_file`` on an object store: one ranged read, never more than ``max_bytes + 1``
+    bytes over the wire."""
+    try:
+        data = storage.fs.cat_file(storage.path(relative), start=0, end=max_bytes + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > max_bytes:
+        raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
+    return data
+
+
+def _read_local_state_file(storage: StateStorage, local: str, where: str, max_bytes: int) -> bytes | None:
+    """``read_state_file`` on a local state root: every check made on the opened descriptor."""
     root = os.path.realpath(storage.root)
     expected = os.path.normpath(os.path.join(root, os.path.relpath(local, storage.root)))
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -119,24 +130,33 @@ def read_state_file(storage: StateStorage, relative: str, max_bytes: int = MAX_S
         raise CorruptState(f"{where} {reason}: not read") from None
     with os.fdopen(fd, "rb") as handle:
         opened = os.fstat(handle.fileno())
-        if not stat.S_ISREG(opened.st_mode):
-            raise CorruptState(f"{where} is not a regular file: not read")
-        if opened.st_nlink != 1:
-            raise CorruptState(f"{where} has {opened.st_nlink} hard links: not read")
-        if os.path.realpath(local) != expected:
-            raise CorruptState(f"{where} is reached through a symbolic link: not read")
-        try:
-            same = os.path.samestat(opened, os.stat(expected, follow_symlinks=False))
-        except OSError:
-            same = False
-        if not same:
-            raise CorruptState(f"{where} changed while it was opened: not read")
-        if opened.st_size > max_bytes:
-            raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
+        problem = _opened_state_file_problem(opened, local, expected, max_bytes)
+        if problem is not None:
+            raise CorruptState(f"{where} {problem}: not read")
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise CorruptState(f"{where} is larger than {max_bytes} bytes: not read")
     return data
+
+
+def _opened_state_file_problem(opened: os.stat_result, local: str, expected: str, max_bytes: int) -> str | None:
+    """Why the opened file (``opened``: its ``fstat``) must not be read, or None. ``expected`` is
+    the real path ``local`` must have below the state root."""
+    if not stat.S_ISREG(opened.st_mode):
+        return "is not a regular file"
+    if opened.st_nlink != 1:
+        return f"has {opened.st_nlink} hard links"
+    if os.path.realpath(local) != expected:
+        return "is reached through a symbolic link"
+    try:
+        same = os.path.samestat(opened, os.stat(expected, follow_symlinks=False))
+    except OSError:
+        same = False
+    if not same:
+        return "changed while it was opened"
+    if opened.st_size > max_bytes:
+        return f"is larger than {max_bytes} bytes"
+    return None
 
 
 def _refused(where: str, why: str) -> CorruptState:
