@@ -264,74 +264,10 @@ def run_scenario(
     watcher = TableWatcher(output, sources)
     watcher.kind_needs_marker = provider
     watcher.start()
-    started = time.monotonic()
+    scenario = _ScenarioRun(cluster, dag_id, dates, rng, log)
     log(f"chaos: {dag_id} on {cluster._db_spec}, seed {seed}, {kills} kills, dates {dates}")
 
     first = cluster.trigger_run(dag_id, f"{dates[0]}T00:00:00Z", conf=run_conf)
-    done_kills: list[Kill] = []
-
-    def scenario_runs() -> list[dict]:
-        # Only the runs of the scenario's dates: a scheduled DAG may have others.
-        runs = cluster.api("GET", f"/dags/{dag_id}/dagRuns?limit=200")["dag_runs"]
-        return [r for r in runs if (r.get("logical_date") or "")[:10] in dates]
-
-    collateral_deaths: list[str] = []
-
-    def restart_the_dead() -> None:
-        collateral_deaths.extend(restart_dead_components(cluster, time.monotonic() - started, log))
-
-    def run_states() -> dict[str, str]:
-        restart_the_dead()
-        return {r["dag_run_id"]: r["state"] for r in scenario_runs()}
-
-    def task_states() -> dict:
-        found = {}
-        for run_id in run_states():
-            for ti in cluster.task_instances(dag_id, run_id):
-                found[(run_id, ti["task_id"])] = (ti["state"], ti["try_number"])
-        return found
-
-    def kill_one(component: str) -> None:
-        at = time.monotonic() - started
-        restart_after = rng.uniform(1, 6)
-        before = task_states()
-        if component == "worker":
-            # Deferred tasks hold no worker: wait a little for one to be busy, else kill another part.
-            deadline = time.monotonic() + 10
-            killed: list[int] = []
-            while not killed and time.monotonic() < deadline:
-                killed = kill_workers(cluster)
-                if not killed:
-                    time.sleep(0.2)
-            if not killed:
-                component = rng.choice(("scheduler", "triggerer"))
-                log(f"  {at:6.1f}s no task worker busy: killing the {component} instead")
-        if component == "worker":
-            log(f"  {at:6.1f}s kill -9 {len(killed)} worker(s) and their tasks")
-            resumed_from = time.monotonic()
-        else:
-            cluster.kill(component)
-            log(f"  {at:6.1f}s kill -9 {component}; restart in {restart_after:.1f}s")
-            time.sleep(restart_after)
-            cluster.start_component(component)
-            resumed_from = time.monotonic()
-        kill = Kill(component, at, restart_after if component != "worker" else 0.0)
-
-        def moved_or_idle() -> str | None:
-            if task_states() != before:
-                return "moved"
-            # A worker kill may hit another DAG's task (the cleanup DAG's) while every scenario
-            # run has ended: nothing of the scenario is left to resume (without this check the wait
-            # below runs its whole 300 s).
-            states = run_states()
-            return "idle" if states and all(s in ("success", "failed") for s in states.values()) else None
-
-        try:
-            outcome = cluster.wait_for(moved_or_idle, 300, f"progress after the {component} kill", interval=0.5)
-            kill.resume_s = time.monotonic() - resumed_from if outcome == "moved" else None
-        except Exception:
-            kill.resume_s = None
-        done_kills.append(kill)
 
     # Kills spread over the first run and the backfill; the backfill starts after the first run.
     schedule = sorted(rng.uniform(3, kill_window_s) for _ in range(kills))
@@ -341,20 +277,8 @@ def run_scenario(
     rng.shuffle(kinds)
     first_half = [t for t in schedule if t < kill_window_s / 2]
     second_half = [t for t in schedule if t >= kill_window_s / 2]
-    phase_start = time.monotonic()
-    for moment in first_half:
-        time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
-        kill_one(kinds.pop())
-    restart_the_dead()
-    cluster.wait_healthy()
-    early_violations: list[str] = []
-    try:
-        cluster.wait_for(lambda: run_states().get(first) in ("success", "failed"), bound_s, "the first run to end", interval=2)
-    except ClusterError as error:
-        # Reported, not raised: a stuck baseline run is a figure of the comparison, and the
-        # backfill (which reprocesses this date) still runs.
-        early_violations.append(f"run {first} did not end within {bound_s:.0f}s: {error}")
-        log(f"  the first run did not end within {bound_s:.0f}s; going on with the backfill")
+    scenario.kill_at(first_half, kinds, time.monotonic())
+    early_violations = scenario.wait_first_run(first, bound_s)
     backfill = create_backfill(
         cluster,
         {
@@ -368,35 +292,199 @@ def run_scenario(
         log=log,
     )
     log(f"  backfill {backfill['id']} of {dates[0]}..{dates[-1]} (reprocessing {dates[0]})")
-    phase_start = time.monotonic() - kill_window_s / 2
-    for moment in second_half:
-        time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
-        kill_one(kinds.pop())
-    restart_the_dead()
-    cluster.wait_healthy()
+    scenario.kill_at(second_half, kinds, time.monotonic() - kill_window_s / 2)
 
-    run_seconds: dict[str, float] = {}
     violations: list[str] = list(early_violations)
-    deadline = time.monotonic() + bound_s
-    while time.monotonic() < deadline:
-        states = run_states()
-        if len(states) >= len(dates) and all(s in ("success", "failed") for s in states.values()):
-            break
-        time.sleep(2)
-    states = run_states()
-    for run_id, state in states.items():
-        if state not in ("success", "failed"):
-            violations.append(f"run {run_id} still {state} after the bound of {bound_s:.0f}s")
-        elif state != "success":
-            violations.append(f"run {run_id} ended {state}")
-    for run in scenario_runs():
+    states = scenario.wait_all_runs(bound_s)
+    violations += _run_state_violations(states, bound_s)
+    run_seconds: dict[str, float] = {}
+    for run in scenario.runs():
         if run.get("end_date") and run.get("queued_at"):
             run_seconds[run["dag_run_id"]] = _seconds_between(run["queued_at"], run["end_date"])
     watcher.stop.set()
     watcher.join(5)
 
-    # Rows per published partition.
+    duplicate_rows, lost_rows, row_violations = _row_violations(output, dates, sources, expected_rows, read_rows)
+    violations += row_violations
+
+    # Launches per (run, source, incarnation).
+    launched = [e for e in entries(launch_log) if "end" not in e]
+    relaunched, redeploys_per_key = relaunches(entries(launch_log))
+    extra_launches, redeploys = len(relaunched), sum(redeploys_per_key.values())
+    violations += relaunched
+
+    # After the retention window: nothing left, no driver alive.
+    time.sleep(retention_s + 5)
+    leftovers = _leftovers_after_retention(cluster, dag_id, output, provider)
+    if provider:
+        violations += [f"left behind: {item}" for item in leftovers]
+    alive = sum(1 for entry in launched if pids_carrying(entry["token"]))
+    if alive and provider:
+        violations.append(f"{alive} driver process(es) still alive after the runs ended")
+    if watcher.half and provider:
+        violations += [f"half-visible partition seen: {item}" for item in sorted(set(watcher.half))[:10]]
+    report = ScenarioReport(
+        dag_id=dag_id,
+        db=str(cluster._db_spec),
+        seed=seed,
+        runs=len(states),
+        kills=scenario.kills,
+        launches=len(launched),
+        extra_launches=extra_launches,
+        redeploys_after_death=redeploys,
+        duplicate_rows=duplicate_rows,
+        lost_rows=lost_rows,
+        half_visible=len(set(watcher.half)),
+        leftovers=leftovers,
+        drivers_alive=alive,
+        collateral_deaths=scenario.collateral_deaths,
+        run_seconds=run_seconds,
+        bound_s=bound_s,
+        violations=violations,
+    )
+    log(f"chaos: {dag_id}: {len(scenario.kills)} kills, {len(launched)} launches, {len(violations)} violation(s)")
+    return report
+
+
+_TERMINAL = ("success", "failed")
+
+
+class _ScenarioRun:
+    """The runs of one scenario on its cluster, and the kills made during them."""
+
+    def __init__(
+        self, cluster: AirflowCluster, dag_id: str, dates: list[str], rng: random.Random, log: Callable[[str], None]
+    ) -> None:
+        self.cluster, self.dag_id, self.dates, self.rng, self.log = cluster, dag_id, dates, rng, log
+        self.started = time.monotonic()
+        self.kills: list[Kill] = []
+        self.collateral_deaths: list[str] = []
+
+    def runs(self) -> list[dict]:
+        """The runs of the scenario's dates only: a scheduled DAG may have others."""
+        runs = self.cluster.api("GET", f"/dags/{self.dag_id}/dagRuns?limit=200")["dag_runs"]
+        return [r for r in runs if (r.get("logical_date") or "")[:10] in self.dates]
+
+    def restart_the_dead(self) -> None:
+        """Restart the components found dead that the scenario did not kill (``restart_dead_components``)."""
+        self.collateral_deaths.extend(restart_dead_components(self.cluster, time.monotonic() - self.started, self.log))
+
+    def run_states(self) -> dict[str, str]:
+        """Run id -> state of the scenario's runs (after restarting any component found dead)."""
+        self.restart_the_dead()
+        return {r["dag_run_id"]: r["state"] for r in self.runs()}
+
+    def task_states(self) -> dict:
+        """(run id, task id) -> (state, try number) of every task instance of the scenario's runs."""
+        found = {}
+        for run_id in self.run_states():
+            for ti in self.cluster.task_instances(self.dag_id, run_id):
+                found[(run_id, ti["task_id"])] = (ti["state"], ti["try_number"])
+        return found
+
+    def kill_at(self, moments: list[float], kinds: list[str], phase_start: float) -> None:
+        """One kill (of ``kinds.pop()``) at each moment (seconds after ``phase_start``), then restart
+        what died and wait for a healthy cluster."""
+        for moment in moments:
+            time.sleep(max(0.0, moment - (time.monotonic() - phase_start)))
+            self.kill_one(kinds.pop())
+        self.restart_the_dead()
+        self.cluster.wait_healthy()
+
+    def kill_one(self, component: str) -> None:
+        """``kill -9`` of ``component`` (restarted after a seeded pause unless it is the workers),
+        then the wait for the scenario's next task state change."""
+        at = time.monotonic() - self.started
+        restart_after = self.rng.uniform(1, 6)
+        before = self.task_states()
+        killed: list[int] = []
+        if component == "worker":
+            killed = self._kill_busy_workers()
+            if not killed:
+                component = self.rng.choice(("scheduler", "triggerer"))
+                self.log(f"  {at:6.1f}s no task worker busy: killing the {component} instead")
+        if component == "worker":
+            self.log(f"  {at:6.1f}s kill -9 {len(killed)} worker(s) and their tasks")
+            resumed_from = time.monotonic()
+        else:
+            self.cluster.kill(component)
+            self.log(f"  {at:6.1f}s kill -9 {component}; restart in {restart_after:.1f}s")
+            time.sleep(restart_after)
+            self.cluster.start_component(component)
+            resumed_from = time.monotonic()
+        kill = Kill(component, at, restart_after if component != "worker" else 0.0)
+        try:
+            outcome = self.cluster.wait_for(
+                lambda: self._moved_or_idle(before), 300, f"progress after the {component} kill", interval=0.5
+            )
+            kill.resume_s = time.monotonic() - resumed_from if outcome == "moved" else None
+        except Exception:
+            kill.resume_s = None
+        self.kills.append(kill)
+
+    def _kill_busy_workers(self) -> list[int]:
+        """Deferred tasks hold no worker: wait a little for one to be busy; the workers killed."""
+        deadline = time.monotonic() + 10
+        killed: list[int] = []
+        while not killed and time.monotonic() < deadline:
+            killed = kill_workers(self.cluster)
+            if not killed:
+                time.sleep(0.2)
+        return killed
+
+    def _moved_or_idle(self, before: dict) -> str | None:
+        if self.task_states() != before:
+            return "moved"
+        # A worker kill may hit another DAG's task (the cleanup DAG's) while every scenario
+        # run has ended: nothing of the scenario is left to resume (without this check the wait
+        # after a kill runs its whole 300 s).
+        states = self.run_states()
+        return "idle" if states and all(s in _TERMINAL for s in states.values()) else None
+
+    def wait_first_run(self, first: str, bound_s: float) -> list[str]:
+        """Wait up to ``bound_s`` for the first run to end; the violation when it does not."""
+        try:
+            self.cluster.wait_for(
+                lambda: self.run_states().get(first) in _TERMINAL, bound_s, "the first run to end", interval=2
+            )
+        except ClusterError as error:
+            # Reported, not raised: a stuck baseline run is a figure of the comparison, and the
+            # backfill (which reprocesses this date) still runs.
+            self.log(f"  the first run did not end within {bound_s:.0f}s; going on with the backfill")
+            return [f"run {first} did not end within {bound_s:.0f}s: {error}"]
+        return []
+
+    def wait_all_runs(self, bound_s: float) -> dict[str, str]:
+        """Wait up to ``bound_s`` for a run of every date, all ended; their states then."""
+        deadline = time.monotonic() + bound_s
+        while time.monotonic() < deadline:
+            states = self.run_states()
+            if len(states) >= len(self.dates) and all(s in _TERMINAL for s in states.values()):
+                break
+            time.sleep(2)
+        return self.run_states()
+
+
+def _run_state_violations(states: dict[str, str], bound_s: float) -> list[str]:
+    violations = []
+    for run_id, state in states.items():
+        if state not in _TERMINAL:
+            violations.append(f"run {run_id} still {state} after the bound of {bound_s:.0f}s")
+        elif state != "success":
+            violations.append(f"run {run_id} ended {state}")
+    return violations
+
+
+def _row_violations(
+    output: Path,
+    dates: list[str],
+    sources: tuple[str, ...],
+    expected_rows: Callable[[str, str], list[Any]],
+    read_rows: Callable[[Path], list[Any]],
+) -> tuple[int, int, list[str]]:
+    """Rows per published partition: (duplicated rows, lost rows, one violation per wrong partition)."""
     duplicate_rows = lost_rows = 0
+    violations = []
     for ds in dates:
         for source in sources:
             folder = output / f"ds={ds}" / f"source={source}"
@@ -409,50 +497,18 @@ def run_scenario(
             lost_rows += missing
             if extra or missing or wrong:
                 violations.append(f"ds={ds} source={source}: {extra} duplicated, {missing} lost, {wrong} foreign rows")
+    return duplicate_rows, lost_rows, violations
 
-    # Launches per (run, source, incarnation).
-    launched = [e for e in entries(launch_log) if "end" not in e]
-    relaunched, redeploys_per_key = relaunches(entries(launch_log))
-    extra_launches, redeploys = len(relaunched), sum(redeploys_per_key.values())
-    violations += relaunched
 
-    # After the retention window: nothing left, no driver alive.
-    time.sleep(retention_s + 5)
-    leftovers: list[str] = []
-    if provider:
-        deadline = time.monotonic() + 120
-        while (leftovers := leftovers_past_due(cluster.home / "zeta-state", [output], dag_ids=[dag_id])) and time.monotonic() < deadline:
-            time.sleep(2)
-        violations += [f"left behind: {item}" for item in leftovers]
-    else:
-        leftovers = [str(p) for p in output.glob("ds=*/source=*/_temporary")]  # Spark's own leftovers
-    alive = sum(1 for entry in launched if pids_carrying(entry["token"]))
-    if alive and provider:
-        violations.append(f"{alive} driver process(es) still alive after the runs ended")
-    if watcher.half and provider:
-        violations += [f"half-visible partition seen: {item}" for item in sorted(set(watcher.half))[:10]]
-    report = ScenarioReport(
-        dag_id=dag_id,
-        db=str(cluster._db_spec),
-        seed=seed,
-        runs=len(states),
-        kills=done_kills,
-        launches=len(launched),
-        extra_launches=extra_launches,
-        redeploys_after_death=redeploys,
-        duplicate_rows=duplicate_rows,
-        lost_rows=lost_rows,
-        half_visible=len(set(watcher.half)),
-        leftovers=leftovers,
-        drivers_alive=alive,
-        collateral_deaths=collateral_deaths,
-        run_seconds=run_seconds,
-        bound_s=bound_s,
-        violations=violations,
-    )
-    log(f"chaos: {dag_id}: {len(done_kills)} kills, {len(launched)} launches, {len(violations)} violation(s)")
-    return report
-
+def _leftovers_after_retention(cluster: AirflowCluster, dag_id: str, output: Path, provider: bool) -> list[str]:
+    """The provider's leftovers past due (asked again for up to 120 s while there are some), or
+    Spark's own ``_temporary`` directories for the baseline."""
+    if not provider:
+        return [str(p) for p in output.glob("ds=*/source=*/_temporary")]
+    deadline = time.monotonic() + 120
+    while (leftovers := leftovers_past_due(cluster.home / "zeta-state", [output], dag_ids=[dag_id])) and time.monotonic() < deadline:
+        time.sleep(2)
+    return leftovers
 
 def create_backfill(
     cluster: AirflowCluster, body: dict[str, Any], timeout: float = 120, log: Callable[[str], None] = print

@@ -32,6 +32,17 @@ def leftovers_past_due(
 ) -> list[str]:
     now = time.time() if now is None else now
     wanted = None if dag_ids is None else {_dag_folder(dag_id) for dag_id in dag_ids}
+    problems, covered_out = _state_root_problems(state_root, now, slack, wanted)
+    for root in output_roots:
+        problems += _output_problems(root, covered_out, wanted)
+    return problems
+
+
+def _state_root_problems(
+    state_root: Path, now: float, slack: float, wanted: set[str] | None
+) -> tuple[list[str], set[tuple[str, str]]]:
+    """The state root's pending records past due and attempt directories no record covers, and the
+    (output root, entry) pairs the pending records cover."""
     problems: list[str] = []
     covered_state: set[str] = set()
     covered_out: set[tuple[str, str]] = set()
@@ -47,16 +58,20 @@ def leftovers_past_due(
             relative = attempt.relative_to(state_root).as_posix()
             if relative not in covered_state:
                 problems.append(f"attempt directory without a pending cleanup record: {relative}")
-    for root in output_roots:
-        for folder in ("_zeta_pending", "_zeta_tombstones"):
-            for entry in sorted((root / folder).glob("*/*/*")):
-                if wanted is not None and entry.parent.parent.name not in wanted:
-                    continue
-                relative = entry.relative_to(root).as_posix()
-                if (str(root), relative) not in covered_out:
-                    problems.append(f"{folder} entry without a pending cleanup record: {root}/{relative}")
-    return problems
+    return problems, covered_out
 
+
+def _output_problems(root: Path, covered_out: set[tuple[str, str]], wanted: set[str] | None) -> list[str]:
+    """The pending and tombstone entries of one output table that no pending record covers."""
+    problems: list[str] = []
+    for folder in ("_zeta_pending", "_zeta_tombstones"):
+        for entry in sorted((root / folder).glob("*/*/*")):
+            if wanted is not None and entry.parent.parent.name not in wanted:
+                continue
+            relative = entry.relative_to(root).as_posix()
+            if (str(root), relative) not in covered_out:
+                problems.append(f"{folder} entry without a pending cleanup record: {root}/{relative}")
+    return problems
 
 def _dag_folder(dag_id: str) -> str:
     from airflow_provider_zeta.core.paths import safe_segment
