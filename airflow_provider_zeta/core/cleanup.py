@@ -850,21 +850,7 @@ def overdue_summary(
     sweep = overdue_cleanups([r for rs in by_dag.values() for r in rs if r.incarnation is None], now, grace).count
     hints = []
     if total.count > sweep:
-        pending = f"{total.count - sweep} cleanup record(s) are pending past their due time: "
-        sweep_note = f"the sweep ({SWEEP_DAG_ID!r}) carries overdue records out on its next run."
-        problem = cleanup_dag_problem(cleanup_dag_id, *cleanup_dag) if cleanup_dag is not None else None
-        if cleanup_dag is None or problem is not None and problem[0] == "cleanup_dag_unknown":
-            hints.append(
-                f"{pending}the cleanup DAG {cleanup_dag_id!r} is missing, paused or failing. Deploy "
-                f"dags/zeta_maintenance.py, unpause it or look at its failed runs; {sweep_note}"
-            )
-        elif problem is not None:
-            hints.append(f"{pending}{problem[1]}; {sweep_note}")
-        else:
-            hints.append(
-                f"{pending}the cleanup DAG {cleanup_dag_id!r} is deployed and not paused: look at its failed "
-                f"runs; {sweep_note}"
-            )
+        hints.append(_pending_past_due_hint(total.count - sweep, cleanup_dag_id, cleanup_dag))
     if sweep:
         hints.append(
             f"{sweep} of the sweep's own record(s) are past due: only the sweep ({SWEEP_DAG_ID!r}) carries "
@@ -877,6 +863,25 @@ def overdue_summary(
         )
     unreadable.sort()
     return OverdueSummary(tuple(rows), total, sweep, tuple(unreadable), grace, " ".join(hints) or None)
+
+
+def _pending_past_due_hint(count: int, cleanup_dag_id: str, cleanup_dag: tuple[bool | None, bool | None] | None) -> str:
+    """``overdue_summary``'s hint for ``count`` pipeline records past due: what is wrong with the
+    cleanup DAG (``cleanup_dag``: deployed, paused; ``None``: not asked), and that the sweep helps."""
+    pending = f"{count} cleanup record(s) are pending past their due time: "
+    sweep_note = f"the sweep ({SWEEP_DAG_ID!r}) carries overdue records out on its next run."
+    problem = cleanup_dag_problem(cleanup_dag_id, *cleanup_dag) if cleanup_dag is not None else None
+    if cleanup_dag is None or problem is not None and problem[0] == "cleanup_dag_unknown":
+        return (
+            f"{pending}the cleanup DAG {cleanup_dag_id!r} is missing, paused or failing. Deploy "
+            f"dags/zeta_maintenance.py, unpause it or look at its failed runs; {sweep_note}"
+        )
+    if problem is not None:
+        return f"{pending}{problem[1]}; {sweep_note}"
+    return (
+        f"{pending}the cleanup DAG {cleanup_dag_id!r} is deployed and not paused: look at its failed "
+        f"runs; {sweep_note}"
+    )
 
 # -- the sweep ----------------------------------------------------------------------------------
 
@@ -940,18 +945,7 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
     records = tuple(r for r in view.records if isinstance(r, CleanupRecord))
     pending = tuple(r for r in records if r.status is RecordStatus.PENDING)
     if view.run_state in ACTIVE_RUN_STATES:
-        orphans = tuple(d for d in live if d.task_state in FINISHED_TASK_STATES)
-        # Airflow shows a run as running while its cleanup waits out the window: a pending record
-        # and no driver still running tells a retained run from a working one.
-        retained = bool(pending) and len(live) == len(orphans)
-        return SweepPlan(
-            "run_active",
-            f"run is {view.run_state}: its own cleanup owns its data"
-            + (f"; {len(orphans)} driver(s) of finished tasks stopped" if orphans else ""),
-            RunPhase.RETAINED if retained else RunPhase.RUNNING,
-            stop=orphans,
-            retained_until=min(r.due_at for r in pending) if retained else None,
-        )
+        return _active_run_plan(view, live, pending)
     ended = "run_gone" if view.run_state is None else "run_ended"
     corrupt = [r for r in view.records if isinstance(r, CorruptState)]
     if corrupt:
@@ -965,12 +959,70 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
     # Leftovers of a run get the longest window any of its records was given (the pipeline's own
     # cleanup_delay), never less than ``retention``: the sweep does not shorten a run's retention.
     retention = max([retention, *(max(r.due_at - r.created_at, 0.0) for r in records if r.incarnation is not None)])
-    # The ownership guard decides for past-due records too: only those of the run's current
-    # incarnation are carried out; older ones are dropped (adopted) or renewed (decide_due).
-    status = None
-    if view.run_state is not None:
-        known = [r.incarnation for r in records if r.incarnation is not None]
-        status = RunStatus(view.run_state, view.clear_number if view.clear_number is not None else max(known, default=0))
+    due_list, renew, drop = _past_due_decisions(_ended_run_status(view, records), records, pending, uncovered, now)
+    if renew:
+        uncovered = uncovered.minus(list(renew.values()))
+    due = tuple(due_list)
+    write = _sweep_record_to_write(view, pending, uncovered, now, retention)
+    waiting = (
+        [r.due_at for r in pending if r.due_at > now]
+        + ([write.due_at] if write else [])
+        + [r.due_at for r in renew.values()]
+    )
+    phase, rule, reason = _ended_run_phase(ended, bool(renew), due, write, waiting)
+    forget = not waiting and (view.leftovers.empty or bool(due)) and write is None
+    return SweepPlan(
+        rule,
+        reason,
+        phase,
+        stop=live,
+        carry_out=due,
+        write=write,
+        renew=tuple(renew.values()),
+        drop=tuple({id(r): r for r in drop}.values()),
+        forget_run=forget,
+        retained_until=min(waiting) if waiting else None,
+    )
+
+
+def _active_run_plan(view: RunView, live: tuple[DriverView, ...], pending: tuple[CleanupRecord, ...]) -> SweepPlan:
+    """``plan_sweep``'s ``run_active``: the run's own cleanup owns its data; only drivers of
+    finished tasks are stopped."""
+    orphans = tuple(d for d in live if d.task_state in FINISHED_TASK_STATES)
+    # Airflow shows a run as running while its cleanup waits out the window: a pending record
+    # and no driver still running tells a retained run from a working one.
+    retained = bool(pending) and len(live) == len(orphans)
+    return SweepPlan(
+        "run_active",
+        f"run is {view.run_state}: its own cleanup owns its data"
+        + (f"; {len(orphans)} driver(s) of finished tasks stopped" if orphans else ""),
+        RunPhase.RETAINED if retained else RunPhase.RUNNING,
+        stop=orphans,
+        retained_until=min(r.due_at for r in pending) if retained else None,
+    )
+
+
+def _ended_run_status(view: RunView, records: tuple[CleanupRecord, ...]) -> RunStatus | None:
+    """The ended run's status for the ownership guard (``decide_due``); None when the run is gone.
+    Without a known ``clear_number`` the newest incarnation among the records is taken as current."""
+    if view.run_state is None:
+        return None
+    known = [r.incarnation for r in records if r.incarnation is not None]
+    return RunStatus(view.run_state, view.clear_number if view.clear_number is not None else max(known, default=0))
+
+
+def _past_due_decisions(
+    status: RunStatus | None,
+    records: tuple[CleanupRecord, ...],
+    pending: tuple[CleanupRecord, ...],
+    uncovered: Leftovers,
+    now: float,
+) -> tuple[list[CleanupRecord], dict[str, CleanupRecord], list[CleanupRecord]]:
+    """The ownership guard on the run's past-due records (``decide_due``): only those of the run's
+    current incarnation are carried out; older ones are dropped (adopted) or renewed.
+
+    Returns (to carry out, renewals by owner, to drop): a renewal takes over the records it adopts,
+    which are dropped too when past due."""
     due_list: list[CleanupRecord] = []
     renew: dict[str, CleanupRecord] = {}
     drop: list[CleanupRecord] = []
@@ -986,55 +1038,44 @@ def plan_sweep(view: RunView, now: float, retention: float) -> SweepPlan:
             renew.setdefault(decision.record.owner, decision.record)
     taken_over = {(r.owner, i) for r in renew.values() for i in r.adopted}
     drop += [r for r in pending if r.incarnation is not None and (r.owner, r.incarnation) in taken_over and r.due_at <= now]
-    if renew:
-        uncovered = uncovered.minus(list(renew.values()))
-    due = tuple(due_list)
+    return due_list, renew, drop
+
+
+def _sweep_record_to_write(
+    view: RunView, pending: tuple[CleanupRecord, ...], uncovered: Leftovers, now: float, retention: float
+) -> CleanupRecord | None:
+    """The sweep record covering the run's leftovers no record covers, or None when there are none.
+
+    Such leftovers (the cleanup never ran, a stray late write, a tombstone of a republish) always
+    get a window of their own; they are never deleted on sight. A run has one sweep record and a
+    record one due time: merging moves it to a full window from now, so the new leftovers get
+    theirs and the older ones are kept longer, never less."""
+    if uncovered.empty:
+        return None
     sweep_record = next((r for r in pending if r.incarnation is None), None)
-    write = None
-    if not uncovered.empty:
-        # Leftovers no record covers (the cleanup never ran, a stray late write, a tombstone of a
-        # republish) always get a window of their own; they are never deleted on sight.
-        # A run has one sweep record and a record one due time: merging moves it to a full window
-        # from now, so the new leftovers get theirs and the older ones are kept longer, never less.
-        if sweep_record is not None and sweep_record.due_at > now:
-            write = sweep_record.with_changes(
-                state_paths=tuple(sorted({*sweep_record.state_paths, *uncovered.state_paths})),
-                outputs=merge_outputs(sweep_record.outputs, uncovered.outputs),
-                created_at=now,
-                due_at=max(sweep_record.due_at, now + retention),
-            )
-        else:
-            write = new_record(view.dag_id, view.run_id, None, "sweep", now, retention, uncovered)
-    waiting = (
-        [r.due_at for r in pending if r.due_at > now]
-        + ([write.due_at] if write else [])
-        + [r.due_at for r in renew.values()]
-    )
-    if renew and not due:
-        phase, rule = RunPhase.RETAINED, "newer_incarnation_ended"
+    if sweep_record is not None and sweep_record.due_at > now:
+        return sweep_record.with_changes(
+            state_paths=tuple(sorted({*sweep_record.state_paths, *uncovered.state_paths})),
+            outputs=merge_outputs(sweep_record.outputs, uncovered.outputs),
+            created_at=now,
+            due_at=max(sweep_record.due_at, now + retention),
+        )
+    return new_record(view.dag_id, view.run_id, None, "sweep", now, retention, uncovered)
+
+
+def _ended_run_phase(
+    ended: str, renewed: bool, due: tuple[CleanupRecord, ...], write: CleanupRecord | None, waiting: list[float]
+) -> tuple[RunPhase, str, str]:
+    """(phase, rule, reason) of an ended run's sweep plan; the first that applies wins."""
+    if renewed and not due:
         reason = f"{ended}; a newer incarnation read the run's attempts: kept for another window until {min(waiting):.0f}"
-    elif due:
-        phase, rule = RunPhase.CLEANUP_DUE, "past_due"
+        return RunPhase.RETAINED, "newer_incarnation_ended", reason
+    if due:
         reason = f"{ended}; {len(due)} record(s) past due carried out" + ("; new leftovers recorded" if write else "")
-    elif write is not None:
-        phase, rule = RunPhase.UNRECORDED, "record_leftovers"
+        return RunPhase.CLEANUP_DUE, "past_due", reason
+    if write is not None:
         reason = f"{ended}; leftovers without a record get the retention window until {write.due_at:.0f}"
-    elif waiting:
-        phase, rule = RunPhase.RETAINED, "retained"
-        reason = f"{ended}; kept until {min(waiting):.0f}"
-    else:
-        phase, rule = RunPhase.CLEANED, "nothing_left"
-        reason = f"{ended}; nothing left"
-    forget = not waiting and (view.leftovers.empty or bool(due)) and write is None
-    return SweepPlan(
-        rule,
-        reason,
-        phase,
-        stop=live,
-        carry_out=due,
-        write=write,
-        renew=tuple(renew.values()),
-        drop=tuple({id(r): r for r in drop}.values()),
-        forget_run=forget,
-        retained_until=min(waiting) if waiting else None,
-    )
+        return RunPhase.UNRECORDED, "record_leftovers", reason
+    if waiting:
+        return RunPhase.RETAINED, "retained", f"{ended}; kept until {min(waiting):.0f}"
+    return RunPhase.CLEANED, "nothing_left", f"{ended}; nothing left"
