@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -278,6 +278,26 @@ def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and -_MAX_INT <= value <= _MAX_INT
 
 
+def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _is_sizes(value: object) -> bool:
+    return isinstance(value, dict) and all(_is_count(v) for v in value.values())
+
+
+#: The ledger fields ``ledger_document_problem`` checks, in order: (fields, what each must be, what
+#: is said when it is not).
+_FIELD_CHECKS: tuple[tuple[tuple[str, ...], Callable[[object], bool], str], ...] = (
+    (_TIME_FIELDS, _is_time, "is not a finite epoch time"),
+    (_OPTIONAL_TIME_FIELDS, _optional(_is_time), "is not a finite epoch time"),
+    (_OPTIONAL_INT_FIELDS, _optional(_is_count), "is not an integer"),
+    (_OPTIONAL_TEXT_FIELDS, _optional(lambda value: isinstance(value, str)), "is not text"),
+    (("metrics",), _optional(lambda value: isinstance(value, dict)), "is not an object"),
+    (("files",), _optional(_is_sizes), "is not an object of sizes"),
+)
+
+
 def ledger_document_problem(data: object, expected_token: str) -> str | None:
     """Why a decoded ledger document cannot be shown, or ``None``. Names a field and what it
     should hold, never the value found (which the job wrote, and may be a secret)."""
@@ -287,23 +307,10 @@ def ledger_document_problem(data: object, expected_token: str) -> str | None:
         return "its token is not its attempt directory's name"
     if data.get("status") not in _STATUSES:
         return "field 'status' is not a known status"
-    for name in _TIME_FIELDS:
-        if not _is_time(data.get(name)):
-            return f"field {name!r} is not a finite epoch time"
-    for name in _OPTIONAL_TIME_FIELDS:
-        if data.get(name) is not None and not _is_time(data[name]):
-            return f"field {name!r} is not a finite epoch time"
-    for name in _OPTIONAL_INT_FIELDS:
-        if data.get(name) is not None and not _is_count(data[name]):
-            return f"field {name!r} is not an integer"
-    for name in _OPTIONAL_TEXT_FIELDS:
-        if data.get(name) is not None and not isinstance(data[name], str):
-            return f"field {name!r} is not text"
-    if data.get("metrics") is not None and not isinstance(data["metrics"], dict):
-        return "field 'metrics' is not an object"
-    files = data.get("files")
-    if files is not None and not (isinstance(files, dict) and all(_is_count(v) for v in files.values())):
-        return "field 'files' is not an object of sizes"
+    for names, valid, problem in _FIELD_CHECKS:
+        for name in names:
+            if not valid(data.get(name)):
+                return f"field {name!r} {problem}"
     return None
 
 
