@@ -119,24 +119,33 @@ def parse_partition(rendered: str) -> tuple[tuple[str, str], ...]:
     segments: list[tuple[str, str]] = []
     for segment in text.split("/"):
         key, equals, value = segment.partition("=")
-        if not equals:
-            raise bad(f"segment {segment!r} is not key=value")
-        if not _PARTITION_KEY.fullmatch(key):
-            raise bad(f"key {key!r} is not an identifier starting with a letter")
-        if key == SOURCE_KEY:
-            raise bad("'source' is the level below the partition (source=<name>), not a partition key")
-        if key in (k for k, _ in segments):
-            raise bad(f"key {key!r} appears twice")
-        if not value:
-            raise bad(f"the value of {key!r} is empty")
-        if not _PARTITION_VALUE.fullmatch(value) or ".." in value:
-            raise bad(
-                f"the value {value!r} of {key!r} is not a safe path segment: use letters, digits, '.', '_' "
-                "and '-', start with a letter or digit (names starting with '_' or '.' are hidden from "
-                "readers), no '..', no '/', ':' or '+' (e.g. {{ ts_nodash }} rather than {{ ts }})"
-            )
+        problem = _segment_problem(segment, key, bool(equals), value, segments)
+        if problem is not None:
+            raise bad(problem)
         segments.append((key, value))
     return tuple(segments)
+
+
+def _segment_problem(segment: str, key: str, has_equals: bool, value: str, before: list[tuple[str, str]]) -> str | None:
+    """Why one ``key=value`` segment of a partition spec is refused (``parse_partition``), or None;
+    ``before``: the segments already read."""
+    if not has_equals:
+        return f"segment {segment!r} is not key=value"
+    if not _PARTITION_KEY.fullmatch(key):
+        return f"key {key!r} is not an identifier starting with a letter"
+    if key == SOURCE_KEY:
+        return "'source' is the level below the partition (source=<name>), not a partition key"
+    if key in (k for k, _ in before):
+        return f"key {key!r} appears twice"
+    if not value:
+        return f"the value of {key!r} is empty"
+    if not _PARTITION_VALUE.fullmatch(value) or ".." in value:
+        return (
+            f"the value {value!r} of {key!r} is not a safe path segment: use letters, digits, '.', '_' "
+            "and '-', start with a letter or digit (names starting with '_' or '.' are hidden from "
+            "readers), no '..', no '/', ':' or '+' (e.g. {{ ts_nodash }} rather than {{ ts }})"
+        )
+    return None
 
 
 def partition_path(rendered: str) -> str:
@@ -344,30 +353,9 @@ def decide_publish(
     has no marker of its own (``nested_partitions``). Either fails the publish: a partition inside
     another one would be read as part of it, and one around others would swallow them.
     """
-    for path, marker in sorted((enclosing or {}).items()):
-        who = (
-            f"{marker.owner.describe()} (commit {marker.commit_id})"
-            if isinstance(marker, CommitMarker)
-            else "an unknown owner (its marker is unreadable)"
-        )
-        return PublishDecision(
-            PublishAction.FAIL,
-            "partition_inside_another",
-            f"the partition lies inside partition {path!r}, published by {who}; {owner.describe()} would "
-            "write into it. Partitions of one table must not nest: give both pipelines the same partition "
-            "keys (e.g. both hourly) or separate output tables. Nothing was changed.",
-        )
-    if partition_exists and existing is None:
-        inside = tuple(nested)
-        if inside:
-            return PublishDecision(
-                PublishAction.FAIL,
-                "partition_holds_others",
-                f"the partition directory holds {len(inside)} partitions published by other runs (e.g. "
-                f"{inside[0]!r}); publishing the partition of {owner.describe()} there would swallow them. "
-                "Partitions of one table must not nest: give both pipelines the same partition keys or "
-                "separate output tables. Nothing was changed.",
-            )
+    nesting = _nesting_problem(owner, partition_exists, existing, enclosing, nested)
+    if nesting is not None:
+        return nesting
     if not partition_exists:
         return PublishDecision(PublishAction.PUBLISH, "first_publish", "the partition does not exist yet")
     if isinstance(existing, CorruptState):
@@ -401,24 +389,79 @@ def decide_publish(
     if existing.commit_id == ours:
         return PublishDecision(PublishAction.NO_OP, "already_published", f"commit {ours} is already published")
     if not same_owner(existing, owner):
-        if owner_run_deleted and owner_run_to_look_up(existing, owner, logical_date, state_root_id) is not None:
-            return PublishDecision(
-                PublishAction.REPLACE,
-                "owner_run_deleted",
-                f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}), "
-                f"a run that no longer exists in Airflow; {owner.describe()} replaces it and the old "
-                "partition becomes a tombstone",
-            )
-        state = " (not complete: its files do not match its marker's manifest)" if incomplete else ""
+        return _another_owners_partition(existing, owner, owner_run_deleted, logical_date, state_root_id, incomplete)
+    return _own_earlier_commit(existing, incarnation)
+
+
+def _nesting_problem(
+    owner: Owner,
+    partition_exists: bool,
+    existing: CommitMarker | CorruptState | None,
+    enclosing: Mapping[str, CommitMarker | CorruptState] | None,
+    nested: Iterable[str],
+) -> PublishDecision | None:
+    """``decide_publish``'s first rules: a partition inside a published one
+    (``partition_inside_another``), or a marker-less directory around published ones
+    (``partition_holds_others``); None when the partition nests in nothing."""
+    for path, marker in sorted((enclosing or {}).items()):
+        who = (
+            f"{marker.owner.describe()} (commit {marker.commit_id})"
+            if isinstance(marker, CommitMarker)
+            else "an unknown owner (its marker is unreadable)"
+        )
         return PublishDecision(
             PublishAction.FAIL,
-            "partition_of_another_owner",
-            f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}){state}; "
-            f"{owner.describe()} renders the same partition. One partition belongs to one pipeline run: "
-            "give each DAG/pipeline its own output table, give runs distinct partitions (a partition spec "
-            "matching the schedule, e.g. partition=\"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}\" "
-            "for an hourly one), or clear the owning run to reprocess it. Nothing was changed.",
+            "partition_inside_another",
+            f"the partition lies inside partition {path!r}, published by {who}; {owner.describe()} would "
+            "write into it. Partitions of one table must not nest: give both pipelines the same partition "
+            "keys (e.g. both hourly) or separate output tables. Nothing was changed.",
         )
+    if partition_exists and existing is None:
+        inside = tuple(nested)
+        if inside:
+            return PublishDecision(
+                PublishAction.FAIL,
+                "partition_holds_others",
+                f"the partition directory holds {len(inside)} partitions published by other runs (e.g. "
+                f"{inside[0]!r}); publishing the partition of {owner.describe()} there would swallow them. "
+                "Partitions of one table must not nest: give both pipelines the same partition keys or "
+                "separate output tables. Nothing was changed.",
+            )
+    return None
+
+
+def _another_owners_partition(
+    existing: CommitMarker,
+    owner: Owner,
+    owner_run_deleted: bool,
+    logical_date: str,
+    state_root_id: str,
+    incomplete: str | None,
+) -> PublishDecision:
+    """``decide_publish`` on a partition another owner published: replaced only when that owner's run
+    was deleted (``owner_run_deleted``), else never touched (``partition_of_another_owner``)."""
+    if owner_run_deleted and owner_run_to_look_up(existing, owner, logical_date, state_root_id) is not None:
+        return PublishDecision(
+            PublishAction.REPLACE,
+            "owner_run_deleted",
+            f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}), "
+            f"a run that no longer exists in Airflow; {owner.describe()} replaces it and the old "
+            "partition becomes a tombstone",
+        )
+    state = " (not complete: its files do not match its marker's manifest)" if incomplete else ""
+    return PublishDecision(
+        PublishAction.FAIL,
+        "partition_of_another_owner",
+        f"the partition was published by {existing.owner.describe()} (commit {existing.commit_id}){state}; "
+        f"{owner.describe()} renders the same partition. One partition belongs to one pipeline run: "
+        "give each DAG/pipeline its own output table, give runs distinct partitions (a partition spec "
+        "matching the schedule, e.g. partition=\"ds={{ ds }}/hour={{ logical_date.strftime('%H') }}\" "
+        "for an hourly one), or clear the owning run to reprocess it. Nothing was changed.",
+    )
+
+
+def _own_earlier_commit(existing: CommitMarker, incarnation: int) -> PublishDecision:
+    """``decide_publish`` on another commit of this owner: incarnations decide."""
     if existing.incarnation < incarnation:
         return PublishDecision(
             PublishAction.REPLACE,
