@@ -242,43 +242,48 @@ def _mask_key_values(text: str) -> str:
     out: list[str] = []
     position = 0  # everything before it is in ``out``
     search_from = 0
-    n = len(text)
     while True:
         token = _TOKEN.search(text, search_from)
         if token is None:
             break
-        key, after = token.group(), token.end()
-        search_from = after
-        before = text[token.start() - 1] if token.start() > 0 else ""
-        if key.lower() == "bearer":
-            span = _value_span_word(text, after)
-            if span:
-                out.append(text[position : span[0]] + MASK)
-                position = search_from = span[1]
-            continue
-        if key.startswith("-"):
-            if before and not before.isspace() and before not in "\"'":
-                continue
-            flag = key.split("=", 1)[0]
-            if not (flag in SENSITIVE_FLAGS_EXACT or is_sensitive_key(flag.lstrip("-"))):
-                continue
-            if after < n and text[after] == "=":
-                span = _value_span_word(text, after + 1, allow_dash=True, spaces=False, word=_FLAG_VALUE)
-            else:
-                span = _value_span_word(text, after, word=_FLAG_VALUE)
-            if span:
-                out.append(text[position : span[0]] + MASK)
-                position = search_from = span[1]
-            continue
-        if not is_sensitive_key(key):
-            continue
-        value_span = _key_value_span(text, after, in_query=before in ("?", "&"))
-        if value_span:
-            start, end, keep_quote = value_span
+        search_from = token.end()
+        span = _secret_span(text, token)
+        if span:
+            start, end, keep_quote = span
             out.append(text[position:start] + MASK + keep_quote)
             position = search_from = end
     out.append(text[position:])
     return "".join(out)
+
+
+def _secret_span(text: str, token: re.Match[str]) -> tuple[int, int, str] | None:
+    """Where the secret that ``token`` (a ``_TOKEN`` match) introduces starts and ends, and the
+    closing quote to keep; None when it introduces none: a bearer token, a sensitive flag's value,
+    a sensitive key's value."""
+    key, after = token.group(), token.end()
+    before = text[token.start() - 1] if token.start() > 0 else ""
+    if key.lower() == "bearer":
+        span = _value_span_word(text, after)
+    elif key.startswith("-"):
+        span = _flag_value_span(text, key, after, before)
+    elif is_sensitive_key(key):
+        return _key_value_span(text, after, in_query=before in ("?", "&"))
+    else:
+        return None
+    return None if span is None else (span[0], span[1], "")
+
+
+def _flag_value_span(text: str, flag_token: str, after: int, before: str) -> tuple[int, int] | None:
+    """The value of a sensitive command-line flag (``--password x``, ``--password=x``); None when the
+    flag is not sensitive, has no value, or is glued to a preceding word (``before``)."""
+    if before and not before.isspace() and before not in "\"'":
+        return None
+    flag = flag_token.split("=", 1)[0]
+    if not (flag in SENSITIVE_FLAGS_EXACT or is_sensitive_key(flag.lstrip("-"))):
+        return None
+    if after < len(text) and text[after] == "=":
+        return _value_span_word(text, after + 1, allow_dash=True, spaces=False, word=_FLAG_VALUE)
+    return _value_span_word(text, after, word=_FLAG_VALUE)
 
 
 def _value_span_word(
@@ -300,37 +305,51 @@ def _value_span_word(
 
 def _key_value_span(text: str, after_key: int, in_query: bool) -> tuple[int, int, str] | None:
     """Where the value of a sensitive key starts and ends, and the closing quote to keep."""
-    n = len(text)
-    i = after_key
-    quoted_key = False
-    if text.startswith("\\", i) and i + 1 < n and text[i + 1] in "\"'":  # \"password\": (escaped JSON)
-        i += 2
-        quoted_key = True
-    elif i < n and text[i] in "\"'":  # "password": ...
-        i += 1
-        quoted_key = True
+    i, quoted_key = _past_key_quote(text, after_key)
     xml = _XML_VALUE.match(text, i)
     if xml:  # <name>fs.s3a.secret.key</name><value>X</value>
         stop = text.find("<", xml.end(), _line_end(text, xml.end()))
         end = _line_end(text, xml.end()) if stop < 0 else stop
         return (xml.end(), end, "") if end > xml.end() else None
+    j = _value_start(text, i, quoted_key)
+    if j is None or j >= len(text) or text[j] == "\n":
+        return None
+    return _value_from(text, j, in_query)
+
+
+def _past_key_quote(text: str, i: int) -> tuple[int, bool]:
+    """Past the quote that closes a quoted key at ``i`` (``"password": ...``, ``\\"password\\":`` in
+    escaped JSON), and whether there was one."""
+    if text.startswith("\\", i) and i + 1 < len(text) and text[i + 1] in "\"'":  # \"password\": (escaped JSON)
+        return i + 2, True
+    if i < len(text) and text[i] in "\"'":  # "password": ...
+        return i + 1, True
+    return i, False
+
+
+def _value_start(text: str, i: int, quoted_key: bool) -> int | None:
+    """Where a sensitive key's value starts, past its separator (``=``, ``:``, ``=>``, a word such
+    as ``is``, a comma between quoted strings, spaces before a quote); None without a separator."""
+    n = len(text)
     j = _end_of(_SPACES, text, i)
     separator = _WORD_SEPARATOR.match(text, i)
     if j < n and text[j] in "=:":
         j += 2 if text[j : j + 2] == "=>" else 1
-        j = _end_of(_SPACES, text, j)
-    elif separator and separator.end() > i:  # password -> x, password is x, password\tx, password%3Dx
-        j = separator.end()
-    elif quoted_key and j < n and text[j] == ",":  # ('spark.hadoop.fs.s3a.secret.key', 'x')
+        return _end_of(_SPACES, text, j)
+    if separator and separator.end() > i:  # password -> x, password is x, password\tx, password%3Dx
+        return separator.end()
+    if quoted_key and j < n and text[j] == ",":  # ('spark.hadoop.fs.s3a.secret.key', 'x')
         j = _end_of(_SPACES, text, j + 1)
-        if j >= n or text[j] not in "\"'":
-            return None
-    elif j > i and j < n and text[j] in "\"'":
-        pass  # key "value"
-    else:
-        return None
-    if j >= n or text[j] == "\n":
-        return None
+        return None if j >= n or text[j] not in "\"'" else j
+    if j > i and j < n and text[j] in "\"'":
+        return j  # key "value"
+    return None
+
+
+def _value_from(text: str, j: int, in_query: bool) -> tuple[int, int, str] | None:
+    """The span of a sensitive key's value starting at ``j`` (a character on the line): a quoted
+    string, an HTTP authorization (scheme and credentials), a query value, or the rest of the line."""
+    n = len(text)
     if text.startswith("\\", j) and j + 1 < n and text[j + 1] in "\"'":  # \"x\" inside escaped JSON
         close = text.find("\\" + text[j + 1], j + 2, _line_end(text, j))
         end = _line_end(text, j) if close < 0 else close
