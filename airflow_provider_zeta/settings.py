@@ -50,6 +50,25 @@ class ZetaSettings:
         )
 
 
+#: The longest ``[zeta] min_deferral`` accepted: a floor that long would delay every deferred task.
+MIN_DEFERRAL_LIMIT = 300.0
+
+
+def min_deferral(default: float) -> float:
+    """``[zeta] min_deferral``: seconds a provider trigger keeps its task deferred at least
+    (``triggers.not_before``), ``default`` when the option is unset or no Airflow configuration is
+    readable. Raises ``ValueError`` naming the option for anything but a duration in (0, 300]."""
+    from airflow_provider_zeta.airflow_internals import airflow_config
+
+    raw = airflow_config().get("zeta", "min_deferral", fallback="")
+    if raw is None or not str(raw).strip():
+        return default
+    seconds = duration_seconds(raw, "[zeta] min_deferral")
+    if seconds > MIN_DEFERRAL_LIMIT:
+        raise ValueError(f"[zeta] min_deferral must be at most {MIN_DEFERRAL_LIMIT:.0f} seconds, got {raw!r}")
+    return seconds
+
+
 def history_server_url(raw: str) -> str:
     """``[zeta] spark_history_server_url``: empty, or a plain http(s) URL."""
     import re

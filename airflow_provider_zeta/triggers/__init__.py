@@ -14,7 +14,8 @@ from airflow_provider_zeta.core.pacing import Pacer, min_deferral_wait
 #: "success" for the deferring worker into a spurious retry ("finished with state success, but the
 #: task instance's state attribute is queued"); the scheduler loop on a busy host took 6 s to get
 #: there in our tests. Each spurious retry is harmless here (the next try re-observes) but burns a
-#: retry. A Spark job never finishes this fast anyway.
+#: retry. A Spark job never finishes this fast anyway. The default of ``[zeta] min_deferral``
+#: (``min_deferral_seconds``), which a deployment whose scheduler loop is quick may lower.
 MIN_DEFERRAL_SECONDS = 12.0
 
 #: How often a trigger takes the cheap signature of what it waits on (a ledger file's stat; which
@@ -22,17 +23,24 @@ MIN_DEFERRAL_SECONDS = 12.0
 LEDGER_WATCH_TICK = 0.5
 
 
+def min_deferral_seconds() -> float:
+    """The minimum deferral in force: ``[zeta] min_deferral``, ``MIN_DEFERRAL_SECONDS`` when unset."""
+    from airflow_provider_zeta.settings import min_deferral
+
+    return min_deferral(default=MIN_DEFERRAL_SECONDS)
+
+
 def not_before() -> float:
     """The absolute time before which a trigger created now may not fire."""
-    return time.time() + MIN_DEFERRAL_SECONDS
+    return time.time() + min_deferral_seconds()
 
 
 async def wait_out_min_deferral(not_before: float) -> None:
     """Wait until ``not_before`` (from ``not_before()``, on the deferring worker's wall clock), but
-    never longer than ``MIN_DEFERRAL_SECONDS`` on this process's clock: the triggerer may run on
-    another host, and a worker whose clock runs minutes ahead must not keep its task deferred for
-    the difference (the rule: ``core.pacing.min_deferral_wait``)."""
-    delay = min_deferral_wait(not_before, time.time(), MIN_DEFERRAL_SECONDS)
+    never longer than the minimum deferral (``min_deferral_seconds``) on this process's clock: the
+    triggerer may run on another host, and a worker whose clock runs minutes ahead must not keep
+    its task deferred for the difference (the rule: ``core.pacing.min_deferral_wait``)."""
+    delay = min_deferral_wait(not_before, time.time(), min_deferral_seconds())
     if delay > 0:
         await asyncio.sleep(delay)
 

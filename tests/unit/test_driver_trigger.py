@@ -355,9 +355,7 @@ def test_a_deferring_worker_whose_clock_is_minutes_off_never_holds_the_event_lon
     host whose clock differs by minutes. The trigger waits by the rule of
     ``core.pacing.min_deferral_wait`` (tested on its own in ``test_pacing_min_deferral.py``): with
     a worker ahead, never longer than the minimum deferral on the triggerer's own clock."""
-    import airflow_provider_zeta.triggers as triggers
-
-    monkeypatch.setattr(triggers, "MIN_DEFERRAL_SECONDS", 0.3)
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "0.3")  # [zeta] min_deferral
     _write_ledger(tmp_path, status=LedgerStatus.SUCCEEDED)
     trigger = _trigger(tmp_path, not_before=time.time() + worker_ahead_s)
     started = time.monotonic()
