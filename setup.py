@@ -45,6 +45,8 @@ setup(
         "apache-airflow-providers-apache-spark>=6.3,<7",
         # The plugin's pages are Jinja2 templates with autoescape (plugins/page.py); Airflow installs it too.
         "jinja2>=3.1",
+        # Lists, waits for and signals the drivers' processes (processes.py); Airflow installs it too.
+        "psutil>=5.8",
         "pyspark>=4.0,<5",
     ],
     extras_require={
@@ -65,6 +67,7 @@ setup(
             # `make lint` (run first by `make test`); configured in pyproject.toml.
             "ruff>=0.17",
             "mypy>=2.4",
+            "types-psutil",
             # The import layers (pyproject.toml [tool.importlinter]), run by `make lint`.
             "import-linter>=2.1",
             # The multi-host test runs CeleryExecutor workers on the Redis broker (tests/test_multi_host.py).

@@ -17,6 +17,15 @@ Looking a driver up *by token* scans the command lines of this host's processes:
 the spark-submit command (``--conf spark.zeta.attemptToken=<token>`` and the bootstrap's spec), so a driver that was
 launched but has not written its ledger yet is still found. Linux ``/proc`` only; elsewhere the
 lookups answer "unknown" and the ledger decides.
+
+Processes are listed, waited for and signalled through psutil; a process found is signalled only
+while psutil still sees the same process at its pid (pid and start time). Two things are read from
+``/proc`` directly because psutil has no public equivalent: the start time in clock ticks since
+boot (``process_start_time``: psutil's ``create_time()`` is seconds since the epoch, the boot time
+by the wall clock plus these ticks, so it moves when the system clock is stepped, while a handle is
+stored in the launch record and compared later, in other processes) and a process's raw command
+line (``pids_carrying``: psutil splits a command line rewritten without NUL separators on spaces,
+and the bootstrap's token needle holds one).
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 from airflow_provider_zeta.core.deploy import ProcessView
 
@@ -157,18 +168,18 @@ def pids_carrying(token: str) -> list[int]:
     found = []
     me = os.getpid()
     try:
-        entries = os.listdir("/proc")
+        pids = psutil.pids()
     except OSError:
         return []
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
+    for pid in pids:
+        if pid == me:
             continue
         try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if any(needle in cmdline for needle in needles) and process_start_time(int(entry)) is not None:
-            found.append(int(entry))
+        if any(needle in cmdline for needle in needles) and process_start_time(pid) is not None:
+            found.append(pid)
     return found
 
 
@@ -196,22 +207,49 @@ def stop_token_processes(
     targets = set(pids_carrying(token))
     if handle is not None and handle_alive(handle) is True:  # start time recorded and matching
         targets.add(handle.pid)
+    processes = [process for process in map(_found_process, targets) if process is not None]
     if not targets:
         return []
-    deadline = time.monotonic() + self_exit_s
-    while time.monotonic() < deadline and any(process_start_time(pid) is not None for pid in targets):
-        time.sleep(0.2)
-    for pid in targets:
-        if process_start_time(pid) is None:
-            continue
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            # The driver leads its own session/group: signal the group so its children go too.
-            os.killpg(pid, signal.SIGTERM) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(process_start_time(pid) is not None for pid in targets):
-        time.sleep(0.2)
-    for pid in targets:
-        if process_start_time(pid) is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+    _wait_until_gone(processes, self_exit_s)
+    for process in processes:
+        _signal_group_or_process(process, signal.SIGTERM)
+    _wait_until_gone(processes, grace_s)
+    for process in processes:
+        _signal_group_or_process(process, signal.SIGKILL)
     return sorted(targets)
+
+
+def _found_process(pid: int) -> psutil.Process | None:
+    """The process at ``pid`` as psutil sees it now (its identity: pid and start time), or None."""
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+
+
+def _running(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs: the same process at its pid (not a later one that reuses the
+    pid), and not a zombie."""
+    try:
+        return process.is_running() and process.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
+
+
+def _wait_until_gone(processes: list[psutil.Process], timeout: float) -> None:
+    """Up to ``timeout`` seconds, until none of ``processes`` runs any more (zombies count as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_running(process) for process in processes):
+        time.sleep(0.2)
+
+
+def _signal_group_or_process(process: psutil.Process, sig: signal.Signals) -> None:
+    """Send ``sig`` to a still-running process, to its whole process group when it leads one (the
+    driver leads its own session/group: its children go too)."""
+    if not _running(process):
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError, psutil.Error):
+        if os.getpgid(process.pid) == process.pid:
+            os.killpg(process.pid, sig)
+        else:
+            process.send_signal(sig)

@@ -69,6 +69,8 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from zeta_harness import teardown
 from zeta_harness.hosts import REPOSITORY_ROOT, NamespaceHost
 
@@ -1052,34 +1054,33 @@ def _tail(path: Path, lines: int) -> str:
 
 
 def _all_pids() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    return psutil.pids()
 
 
 def _environ_marker(pid: int) -> str | None:
     try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
+        return psutil.Process(pid).environ().get(HARNESS_ENV_MARKER)
+    except (psutil.Error, OSError):
         return None
-    prefix = HARNESS_ENV_MARKER.encode() + b"="
-    for item in raw.split(b"\0"):
-        if item.startswith(prefix):
-            return item[len(prefix):].decode(errors="replace")
-    return None
 
 
 def _stat(pid: int) -> tuple[int, int] | None:
     """(parent pid, session id) of a live process, or None. Zombies count as gone."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        process = psutil.Process(pid)
+        with process.oneshot():
+            if process.status() == psutil.STATUS_ZOMBIE:
+                return None
+            return process.ppid(), os.getsid(pid)
+    except (psutil.Error, OSError):
         return None
-    if fields[0] == "Z":
-        return None
-    return int(fields[1]), int(fields[3])
 
 
 def _start_ticks(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live process, or None."""
+    """Start time (clock ticks since boot) of a live process, or None.
+
+    Read from ``/proc`` because psutil's ``create_time()`` is seconds since the epoch (boot time by
+    the wall clock plus these ticks): a clock step between two readings would make one process two."""
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
@@ -1088,8 +1089,8 @@ def _start_ticks(pid: int) -> int | None:
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+        return " ".join(psutil.Process(pid).cmdline()).strip()
+    except (psutil.Error, OSError):
         return ""
 
 
