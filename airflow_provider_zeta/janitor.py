@@ -17,10 +17,12 @@ import time
 from collections.abc import Callable, Iterable
 
 from airflow_provider_zeta.core.cleanup import (
+    ALL_TOMBSTONES,
     CleanupRecord,
     DriverView,
     Leftovers,
     check_paths,
+    held_by_interrupted_publish,
     owned_output_entry,
     parse_cleanup_record,
 )
@@ -122,7 +124,7 @@ def _output_leftovers(out: StateStorage, root: str, dag_id: str, run_id: str, pi
     for folder in (run_pending_dir(dag_id, run_id), tombstones):
         for name in out.list_dir(folder):
             entry = f"{folder}/{name}"
-            if entry in held or (ALL_TOMBSTONES in held and folder == tombstones):
+            if held_by_interrupted_publish(entry, folder == tombstones, held):
                 log.warning(
                     "zeta.cleanup.interrupted_commit_kept: %s is kept: a publish into %s was interrupted "
                     "there and only the completed point's next try (clear it) completes or rolls it back",
@@ -134,17 +136,14 @@ def _output_leftovers(out: StateStorage, root: str, dag_id: str, run_id: str, pi
     return paths
 
 
-#: In ``held_by_interrupted_commits``: an unreadable intent names no tombstone, so all are kept.
-ALL_TOMBSTONES = "*"
-
-
 def held_by_interrupted_commits(out: StateStorage, pending_folder: str) -> set[str]:
     """Entries of a run's leftovers that a cleanup must not delete: each pending directory holding a
     publish intent (``core.publish.INTENT_FILE``: a publish on a store without atomic rename was
     interrupted there) and the tombstone the intent names. The intent is what lets the completed
     point's next try roll the partition back or complete it; the tombstone may hold the only whole
     copy of the partition it replaced. Deleting either would leave a partition of mixed files with
-    no marker, for good. They stay until that try has finished (it removes its pending directory)."""
+    no marker, for good. They stay until that try has finished (it removes its pending directory).
+    An intent that cannot be read holds every tombstone (``core.cleanup.ALL_TOMBSTONES``)."""
     held: set[str] = set()
     for name in out.list_dir(pending_folder):
         entry = f"{pending_folder}/{name}"

@@ -638,6 +638,30 @@ def decide_due(
     )
 
 
+
+def cleared_since(record: CleanupRecord, status: RunStatus | None) -> bool:
+    """Whether the run was cleared after ``record`` fell due: ``status`` (asked again just before
+    deleting) shows a clear number past the record's incarnation. The cleanup task then deletes
+    nothing (``cleared_meanwhile``) and leaves the record to the run's new incarnation, which renews
+    or adopts it at the next look. Never for the sweep's own records (no incarnation) or a run
+    that no longer exists (``None``)."""
+    return status is not None and record.incarnation is not None and status.clear_number > record.incarnation
+
+
+#: Among the entries an interrupted publish holds (``held_by_interrupted_publish``): its intent
+#: could not be read, so it names no tombstone and every tombstone of the run is held.
+ALL_TOMBSTONES = "*"
+
+
+def held_by_interrupted_publish(entry: str, is_tombstone: bool, held: set[str]) -> bool:
+    """Whether a cleanup must keep ``entry`` (a pending directory, or a tombstone when
+    ``is_tombstone``) of a run's leftovers in an output table: ``held`` lists the pending
+    directories holding a publish intent (a publish on a store without atomic rename was
+    interrupted there) and the tombstones those intents name, or ``ALL_TOMBSTONES`` for an intent
+    that cannot be read. The completed point's next try needs both to roll the partition back or
+    complete it; deleting either would leave a partition of mixed files with no marker, for good."""
+    return entry in held or (is_tombstone and ALL_TOMBSTONES in held)
+
 #: A pending cleanup-task record as the cleanup DAG names it: (dag_id, run_id, owner, incarnation).
 #: One file per key (``cleanup/<owner>-<incarnation>.json`` in the run's directory).
 RecordKey = tuple[str, str, str, int]

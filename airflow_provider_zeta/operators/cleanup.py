@@ -97,6 +97,7 @@ from airflow_provider_zeta.core.cleanup import (
     RecordStatus,
     StartAction,
     cleanup_dag_problem,
+    cleared_since,
     decide_due,
     decide_start,
     new_record,
@@ -631,7 +632,7 @@ class CarryOutCleanupsOperator(BaseOperator):
         # Asked again just before deleting: a run cleared a moment ago is left to its new
         # incarnation (this record is then renewed or adopted at the next look at it).
         again = run_status(context["ti"], key[0], key[1])
-        if again is not None and record.incarnation is not None and again.clear_number > record.incarnation:
+        if cleared_since(record, again):
             self.log.info("zeta.cleanup.cleared_meanwhile: %s", label)
             return None  # still pending and due: looked at again at once
         self.failure_window("before_delete", context, record)
