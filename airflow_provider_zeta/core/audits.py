@@ -604,3 +604,55 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0 or int(value) != value:
         raise ValueError(f"{value!r} is not a count")
     return int(value)
+
+
+# -- rows per source over runs (the pipeline page's chart) -------------------------------------------
+
+
+@dataclass(frozen=True)
+class RowsPoint:
+    """One run's rows per source of one pipeline: published (``"published"``), or audited and
+    refused (``"audit_failed"``), or audited and passed but not published yet (``"audited"``)."""
+
+    run_id: str
+    rows: Mapping[str, int | None]
+    status: str
+    failed_sources: tuple[str, ...] = ()
+
+
+def rows_history(runs: Sequence[tuple[str, Sequence[Any], Sequence[Any]]]) -> dict[str, list[RowsPoint]]:
+    """Rows per source of each pipeline over ``runs`` (oldest first): for each run its id, its
+    completed points' return values and their audit outcomes (``AUDIT_RESULTS_XCOM`` values). A
+    publish's rows win over an audit's (they are the rows of the same attempts, or of a newer one);
+    values that are neither are skipped. Pipeline id -> points, oldest first."""
+    history: dict[str, list[RowsPoint]] = {}
+    for run_id, published, audited in runs:
+        points: dict[str, RowsPoint] = {}
+        for value in audited:
+            outcome = parse_outcome(value)
+            if outcome is None or not isinstance(outcome.get("rows"), Mapping):
+                continue
+            pipeline = str(outcome.get("pipeline_id") or "")
+            status = "audited" if outcome.get("passed") else "audit_failed"
+            failed = tuple(str(s) for s in outcome.get("failed_sources") or ())
+            points[pipeline] = RowsPoint(run_id, _rows_of(outcome["rows"]), status, failed)
+        for value in published:
+            if isinstance(value, (str, bytes)):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    continue
+            if not isinstance(value, Mapping) or not isinstance(value.get("rows"), Mapping) or "commit_id" not in value:
+                continue
+            pipeline = str(value.get("pipeline_id") or "")
+            points[pipeline] = RowsPoint(run_id, _rows_of(value["rows"]), "published")
+        for pipeline, point in points.items():
+            history.setdefault(pipeline, []).append(point)
+    return history
+
+
+def _rows_of(rows: Mapping[str, Any]) -> dict[str, int | None]:
+    found: dict[str, int | None] = {}
+    for source, count in rows.items():
+        found[str(source)] = count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+    return found

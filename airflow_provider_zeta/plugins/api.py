@@ -14,6 +14,13 @@ OpenAPI schema or docs are served):
     (``Monitor.overdue``).
 ``GET /zeta/api/run?dag_id=&run_id=``
     One run; 403 without read access to the DAG's runs (``requires_access_dag``), 404 if unknown.
+    Each pipeline carries its completed point's audit outcome (``audits``: passed, failed sources,
+    when) and each source its audit results (``audits``: audit, passed, numbers, message), from the
+    completed point's XCom ``zeta_audit_results``; ``null`` / ``[]`` without audits.
+``GET /zeta/api/rows?dag_id=``
+    Rows per source of each pipeline over the DAG's last ``ROWS_CHART_RUNS`` runs, oldest first
+    (``core.audits.rows_history``): published rows, or the rows of a run whose audit refused the
+    publish. The DAG's page (``/zeta/ui?dag_id=``) draws them as a chart.
 ``GET /zeta/driver?dag_id=&run_id=&task_id=&map_index=``
     The deploy task's current driver: a redirect to the Spark History Server (when configured), to
     its live Spark UI (only on the host the launcher recorded or an allow-listed one), or to the
@@ -52,6 +59,7 @@ from airflow_provider_zeta.airflow_internals import (
     task_state_store_model,
     user_dependency,
 )
+from airflow_provider_zeta.core.audits import AUDIT_RESULTS_XCOM, parse_outcome, rows_history
 from airflow_provider_zeta.core.cleanup import (
     ACTIVE_RUN_STATES,
     CLEANUP_DAG_ID,
@@ -293,14 +301,84 @@ def _refusals(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str, str, 
     return found
 
 
+#: How many of a DAG's latest runs its page charts the rows of.
+ROWS_CHART_RUNS = 20
+
+
+def _xcom_values(session, runs: list[dict[str, Any]], keys: tuple[str, ...], operator: str) -> list[tuple[str, str, str, str, Any]]:
+    """(dag id, run id, task id, key, value) of the XComs ``keys`` of ``runs``' tasks of ``operator``
+    (one query; values as stored: JSON text)."""
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import and_, select
+
+    TaskInstance = task_instance_model()
+
+    if not runs:
+        return []
+    query = (
+        select(XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.key, XComModel.value)
+        .join(
+            TaskInstance,
+            and_(
+                TaskInstance.dag_id == XComModel.dag_id,
+                TaskInstance.run_id == XComModel.run_id,
+                TaskInstance.task_id == XComModel.task_id,
+                TaskInstance.map_index == XComModel.map_index,
+            ),
+        )
+        .where(
+            XComModel.dag_id.in_(sorted({r["dag_id"] for r in runs})),
+            XComModel.run_id.in_(sorted({r["run_id"] for r in runs})),
+            XComModel.key.in_(list(keys)),
+            TaskInstance.operator == operator,
+        )
+    )
+    return [tuple(row) for row in session.execute(query).all()]
+
+
+def _audit_outcomes(session, runs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The completed points' audit outcomes (XCom ``zeta_audit_results``) of ``runs``: written by
+    the tasks from what the drivers reported and the audit job read, never driver text."""
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {(r["dag_id"], r["run_id"]): [] for r in runs}
+    for dag_id, run_id, task_id, _, value in _xcom_values(session, runs, (AUDIT_RESULTS_XCOM,), "CompletedPointOperator"):
+        outcome = parse_outcome(value)
+        if outcome is not None and (dag_id, run_id) in found:
+            found[(dag_id, run_id)].append({**outcome, "task_id": task_id})
+    return found
+
+
+def _pipeline_audits(outcomes: list[dict[str, Any]], pipeline: str) -> dict[str, Any] | None:
+    for outcome in outcomes:
+        if outcome.get("pipeline_id") == pipeline or outcome.get("task_id") == f"{pipeline}.completed_point":
+            return outcome
+    return None
+
+
+def _audit_view(result: Any) -> dict[str, Any] | None:
+    if not isinstance(result, dict):
+        return None
+    numbers = result.get("numbers") if isinstance(result.get("numbers"), dict) else {}
+    return {
+        "audit": str(result.get("audit")),
+        "passed": result.get("passed") is True,
+        "numbers": numbers,
+        "message": str(result.get("message") or ""),
+    }
+
+
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: bool) -> dict[str, Any]:
-    """One run as the API returns it; ``log_access``: the user may read the DAG's task logs."""
+def run_json(
+    status: RunStatus, row: dict[str, Any], now: float, log_access: bool, audits: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """One run as the API returns it; ``log_access``: the user may read the DAG's task logs;
+    ``audits``: the run's audit outcomes (``_audit_outcomes``), shown per pipeline and source."""
     pipelines = []
     for pipeline in status.pipelines:
+        outcome = _pipeline_audits(audits or [], pipeline.pipeline)
+        results = outcome.get("results") if outcome is not None else []
         sources = []
         for source in pipeline.sources:
             data = asdict(source if log_access else without_log_details(source))
@@ -313,6 +391,11 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
             data["checkpoint_age"] = finite_or_none(source.checkpoint_age)
             data["heartbeat_age_text"] = describe_age(data["heartbeat_age"])
             data["checkpoint_age_text"] = describe_age(data["checkpoint_age"])
+            data["audits"] = [
+                view
+                for view in (_audit_view(r) for r in results if isinstance(r, dict) and r.get("source") == source.source)
+                if view is not None
+            ] if isinstance(results, list) else []
             sources.append(data)
         pipelines.append(
             {
@@ -323,6 +406,12 @@ def run_json(status: RunStatus, row: dict[str, Any], now: float, log_access: boo
                 "total": pipeline.total,
                 "outcome": pipeline.outcome,
                 "sources": sources,
+                "audits": None if outcome is None else {
+                    "passed": outcome.get("passed") is True,
+                    "failed_sources": [str(s) for s in outcome.get("failed_sources") or []],
+                    "at": finite_or_none(outcome.get("at")) if isinstance(outcome.get("at"), (int, float)) else None,
+                    "results": len(results) if isinstance(results, list) else 0,
+                },
             }
         )
     due_at = finite_or_none(status.cleanup_due_at)
@@ -610,11 +699,11 @@ class Monitor:
             "overdue_cleanups": self.overdue(),
         }
 
-    def _run_json(self, status: RunStatus, row: dict[str, Any]) -> dict[str, Any]:
+    def _run_json(self, status: RunStatus, row: dict[str, Any], audits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """``run_json``, or the run as an error on its own row if a value cannot be shown."""
         log_access = row["dag_id"] in self.log_dag_ids
         try:
-            return run_json(status, row, self.now, log_access)
+            return run_json(status, row, self.now, log_access, audits)
         except Exception as error:  # one run's bad state must not break the page for everyone
             return run_json(self._error_status(row, error), row, self.now, log_access)
 
@@ -630,7 +719,30 @@ class Monitor:
             return None
         row = rows[0]
         status = self._status(row, _task_rows(self.session, rows)[(dag_id, run_id)])
-        return self._run_json(status, row)
+        return self._run_json(status, row, _audit_outcomes(self.session, rows)[(dag_id, run_id)])
+
+    def rows_history(self, dag_id: str, runs: int = ROWS_CHART_RUNS) -> dict[str, Any]:
+        """Rows per source of each pipeline over the DAG's last ``runs`` runs, oldest first: two
+        queries (the runs, their completed points' XComs), whatever the history."""
+        if dag_id not in self.dag_ids:
+            return {"dag_id": dag_id, "pipelines": {}}
+        rows = _rows(self.session, _newest_first(_zeta_runs_query([dag_id])).limit(runs))
+        values = _xcom_values(self.session, rows, ("return_value", AUDIT_RESULTS_XCOM), "CompletedPointOperator")
+        per_run: dict[str, tuple[list[Any], list[Any]]] = {row["run_id"]: ([], []) for row in rows}
+        for _, run_id, _, key, value in values:
+            if run_id in per_run:
+                per_run[run_id][0 if key == "return_value" else 1].append(value)
+        ordered = [(row["run_id"], *per_run[row["run_id"]]) for row in reversed(rows)]
+        return {
+            "dag_id": dag_id,
+            "pipelines": {
+                pipeline: [
+                    {"run_id": p.run_id, "rows": dict(p.rows), "status": p.status, "failed_sources": list(p.failed_sources)}
+                    for p in points
+                ]
+                for pipeline, points in rows_history(ordered).items()
+            },
+        }
 
     def current_ledger(self, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
         """The ledger of one deploy task's current attempt; an unreadable one as its ``CorruptState``."""
@@ -762,6 +874,10 @@ def build_app():
             raise HTTPException(404, f"no run {run_id!r} of DAG {dag_id!r} with tasks of the zeta provider")
         return found
 
+    @app.get("/api/rows", dependencies=[Depends(dag_access_dependency("GET", DagAccessEntity.RUN))])
+    def get_rows(user: GetUserDep, session: SessionDep, dag_id: str) -> dict[str, Any]:
+        return Monitor(session, {dag_id}).rows_history(dag_id)
+
     @app.get("/driver", dependencies=[Depends(dag_access_dependency("GET", DagAccessEntity.TASK_LOGS))])
     def driver(request: Request, user: GetUserDep, session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
         """Where the deploy task's "Spark driver" link leads, first match wins (logged as
@@ -822,6 +938,9 @@ def build_app():
         content = page.render_sections(
             sections, dict(request.query_params), monitor.now, dag_id=dag_id, run_id=run_id, overdue=overdue
         )
+        if dag_id and not run_id:
+            # The DAG's page: rows per source over its last runs, above its runs.
+            content = page.render_rows_charts(monitor.rows_history(dag_id)) + content
         return HTMLResponse(content if fragment else page.render_page(content))
 
     return app

@@ -59,6 +59,8 @@ th{background:#f6f8fa;font-weight:600}
 .mono{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:12px}
 .pager a{margin-right:12px} .empty{color:#59636e;font-style:italic}
 .err{color:#c92a2a;font-size:12px}
+.audit{font-size:12px;white-space:nowrap} .audit.ok{color:#2b8a3e} .audit.bad{color:#c92a2a;font-weight:600}
+.chart{margin:4px 0 14px} .chart svg{max-width:100%;height:auto} .legend span{margin-right:12px;font-size:12px}
 @media (prefers-color-scheme: dark){body{background:#0d1117;color:#e6edf3}th,.run{background:#161b22}
 th,td{border-color:#30363d}.hint,.meta,.empty{color:#9198a1}a{color:#58a6ff}}
 """
@@ -89,7 +91,7 @@ _SECTION_TEMPLATE = (
     "{% else %}"
     '<table data-section="{{ section }}"><thead><tr><th>source</th><th>deploy task</th><th>task state</th>'
     "<th>driver</th><th>attempt token</th><th>heartbeat</th><th>last checkpoint</th><th>rows</th>"
-    "<th>link</th></tr></thead><tbody>"
+    "<th>audits</th><th>link</th></tr></thead><tbody>"
     "{% for run in runs %}"
     "{% for pipeline in run.pipelines %}"
     '<tr class="run">'
@@ -97,7 +99,11 @@ _SECTION_TEMPLATE = (
     " &middot; pipeline <b>{{ pipeline.name }}</b></td>"
     '<td colspan="2" data-phase="{{ pipeline.phase }}">{{ badge(pipeline.phase_text, pipeline.phase_color) }}</td>'
     '<td colspan="2" class="ready">ready {{ pipeline.ready }} of {{ pipeline.total }}</td>'
-    '<td colspan="2">run {{ run.run_state }}</td>'
+    '<td colspan="3">run {{ run.run_state }}'
+    "{% if pipeline.audits is not none %}"
+    ' &middot; <span class="audit {{ "ok" if pipeline.audits.passed else "bad" }}" data-audits="{{ pipeline.name }}">'
+    "{% if pipeline.audits.passed %}audits passed{% else %}audit failed: {{ pipeline.audits.failed_sources|join(', ') }}{% endif %}"
+    "</span>{% endif %}</td>"
     "</tr>"
     "{% for source in pipeline.sources %}"
     "<tr>"
@@ -111,6 +117,13 @@ _SECTION_TEMPLATE = (
     "<td>{{ source.heartbeat }}</td>"
     "<td>{{ source.checkpoint }}</td>"
     "<td>{{ source.rows }}</td>"
+    '<td data-source-audits="{{ source.source }}">'
+    "{% for audit in source.audits %}"
+    '<div class="audit {{ "ok" if audit.passed else "bad" }}" data-audit="{{ audit.audit }}" data-passed="{{ audit.passed|lower }}"'
+    ' title="{{ audit.message }}">{{ "&#10003;"|safe if audit.passed else "&#10007;"|safe }} {{ audit.audit }}: {{ audit.numbers_text }}</div>'
+    "{% if not audit.passed %}<div class=\"err\">{{ audit.message }}</div>{% endif %}"
+    "{% else %}-{% endfor %}"
+    "</td>"
     "<td>"
     "{% if source.link is not none %}"  # no link without access to the DAG's task logs
     '<a href="{{ source.link }}" target="_blank" rel="noopener">{{ source.link_target }}</a>'
@@ -122,7 +135,7 @@ _SECTION_TEMPLATE = (
     "{% if run.error %}"  # the run's state could not be read: an error on its own row
     '<tr class="run">'
     '<td colspan="3"><a href="{{ run.airflow_run }}" target="_top" class="mono">{{ run.dag_id }} / {{ run.run_id }}</a></td>'
-    '<td colspan="6" class="err" data-error="run">cannot be shown: {{ run.error }}</td>'
+    '<td colspan="7" class="err" data-error="run">cannot be shown: {{ run.error }}</td>'
     "</tr>"
     "{% endif %}"
     "{% endfor %}"
@@ -184,6 +197,43 @@ _PAGE_TEMPLATE = (
     "<script>{{ script }}</script></body></html>"
 )
 
+# The DAG's page: rows per source of each pipeline over its last runs, one inline SVG per pipeline.
+# The geometry (numbers only) is computed in ``rows_charts``; every text is escaped here.
+_ROWS_TEMPLATE = (
+    '<div id="zeta-rows" data-dag="{{ dag_id }}">'
+    "{% if charts %}"
+    "<h2>Rows per source (last {{ runs }} runs)</h2>"
+    '<p class="hint">Rows each source published, or reported to an audit that refused the publish (ringed red).</p>'
+    "{% for chart in charts %}"
+    '<div class="chart" data-pipeline="{{ chart.pipeline }}" data-runs="{{ chart.runs|length }}">'
+    '<p class="meta">pipeline <b>{{ chart.pipeline }}</b>: {{ chart.runs|first }} &ndash; {{ chart.runs|last }}</p>'
+    '<svg xmlns="http://www.w3.org/2000/svg" width="{{ chart.width }}" height="{{ chart.height }}" '
+    'viewBox="0 0 {{ chart.width }} {{ chart.height }}" role="img" aria-label="rows per source of pipeline {{ chart.pipeline }}">'
+    '<line x1="{{ chart.left }}" y1="{{ chart.bottom }}" x2="{{ chart.right }}" y2="{{ chart.bottom }}" stroke="#8a8a8a"/>'
+    '<line x1="{{ chart.left }}" y1="{{ chart.top }}" x2="{{ chart.left }}" y2="{{ chart.bottom }}" stroke="#8a8a8a"/>'
+    '<text x="{{ chart.left - 4 }}" y="{{ chart.top + 4 }}" text-anchor="end" font-size="10" fill="#59636e">{{ chart.max_rows }}</text>'
+    '<text x="{{ chart.left - 4 }}" y="{{ chart.bottom }}" text-anchor="end" font-size="10" fill="#59636e">0</text>'
+    "{% for series in chart.series %}"
+    '<polyline fill="none" stroke="{{ series.color }}" stroke-width="1.5" points="{{ series.polyline }}"/>'
+    "{% for point in series.points %}"
+    '<circle cx="{{ point.x }}" cy="{{ point.y }}" r="3" fill="{{ series.color }}"'
+    '{% if point.refused %} stroke="#c92a2a" stroke-width="2"{% endif %}'
+    ' data-source="{{ series.source }}" data-run="{{ point.run_id }}" data-rows="{{ point.rows }}" data-status="{{ point.status }}">'
+    "<title>{{ point.run_id }}: {{ series.source }} {{ point.rows }} rows ({{ point.status }})</title></circle>"
+    "{% endfor %}"
+    "{% endfor %}"
+    "</svg>"
+    '<div class="legend">'
+    '{% for series in chart.series %}<span style="color:{{ series.color }}">&#9632; {{ series.source }}</span>{% endfor %}'
+    "</div></div>"
+    "{% endfor %}"
+    "{% endif %}"
+    "</div>"
+)
+SERIES_COLORS = ("#1f6feb", "#2b8a3e", "#9c6500", "#8250df", "#0b7285", "#c2410c", "#6b7280", "#bf3989")
+CHART_WIDTH, CHART_HEIGHT = 560, 150
+CHART_LEFT, CHART_RIGHT, CHART_TOP, CHART_BOTTOM = 44, 550, 10, 130
+
 # Autoescaping on for every template: a value is escaped unless it is Markup, and only the page's
 # own constants and the already rendered content are. ``None`` prints as nothing.
 _ENV = Environment(autoescape=True, finalize=lambda value: "" if value is None else value)
@@ -191,6 +241,7 @@ _SECTION = _ENV.from_string(_SECTION_TEMPLATE)
 _META = _ENV.from_string(_META_TEMPLATE)
 _OVERDUE = _ENV.from_string(_OVERDUE_TEMPLATE)
 _PAGE = _ENV.from_string(_PAGE_TEMPLATE)
+_ROWS = _ENV.from_string(_ROWS_TEMPLATE)
 
 
 def _entities(rendered: str) -> str:
@@ -222,7 +273,15 @@ def _source_view(source: Mapping[str, Any]) -> dict[str, Any]:
         "rows": "-" if source["rows"] is None else source["rows"],
         "link": link,
         "link_target": "Spark UI" if source.get("spark_ui_url") else "driver log",
+        "audits": [
+            {**audit, "numbers_text": _numbers_text(audit.get("numbers") or {})} for audit in source.get("audits") or []
+        ],
     }
+
+
+def _numbers_text(numbers: Mapping[str, Any]) -> str:
+    """An audit's numbers in one short line, e.g. ``rows=1 min=3 max=100`` (empty lists and None left out)."""
+    return " ".join(f"{key}={value}" for key, value in numbers.items() if value not in (None, [], {}))
 
 
 def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
@@ -240,6 +299,7 @@ def _run_view(run: Mapping[str, Any]) -> dict[str, Any]:
                 "phase_color": PHASE_COLORS.get(pipeline["phase"], "#6b7280"),
                 "ready": pipeline["ready"],
                 "total": pipeline["total"],
+                "audits": pipeline.get("audits"),
                 "sources": [_source_view(source) for source in pipeline["sources"]],
             }
             for pipeline in run["pipelines"]
@@ -298,6 +358,54 @@ def render_sections(
     )
     head = meta + (render_overdue(overdue) if overdue is not None else "")
     return head + "".join(render_section(section, sections[section], query) for section in Section)
+
+
+def rows_charts(history: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The charts of ``/zeta/api/rows``'s answer: per pipeline, its runs (oldest first) along x and
+    one series per source (rows along y, from 0 to the largest count shown); points without a count
+    are left out."""
+    charts = []
+    for pipeline, points in sorted((history.get("pipelines") or {}).items()):
+        if not points:
+            continue
+        sources = sorted({source for point in points for source in point.get("rows") or {}})
+        counts = [c for point in points for c in (point.get("rows") or {}).values() if isinstance(c, int)]
+        top = max(counts, default=0) or 1
+        step = (CHART_RIGHT - CHART_LEFT) / (len(points) - 1) if len(points) > 1 else 0.0
+        xs = [round(CHART_LEFT + i * step if step else (CHART_LEFT + CHART_RIGHT) / 2, 1) for i in range(len(points))]
+        series = []
+        for number, source in enumerate(sources):
+            shown = []
+            for index, point in enumerate(points):
+                count = (point.get("rows") or {}).get(source)
+                if not isinstance(count, int):
+                    continue
+                y = round(CHART_BOTTOM - (CHART_BOTTOM - CHART_TOP) * count / top, 1)
+                refused = point.get("status") == "audit_failed" and source in (point.get("failed_sources") or [])
+                shown.append({"x": xs[index], "y": y, "rows": count, "run_id": point.get("run_id"),
+                              "status": point.get("status"), "refused": refused})
+            series.append({
+                "source": source,
+                "color": SERIES_COLORS[number % len(SERIES_COLORS)],
+                "points": shown,
+                "polyline": " ".join(f"{p['x']},{p['y']}" for p in shown),
+            })
+        charts.append({
+            "pipeline": pipeline or "(jobs)",
+            "runs": [point.get("run_id") for point in points],
+            "series": series,
+            "max_rows": top,
+            "width": CHART_WIDTH, "height": CHART_HEIGHT,
+            "left": CHART_LEFT, "right": CHART_RIGHT, "top": CHART_TOP, "bottom": CHART_BOTTOM,
+        })
+    return charts
+
+
+def render_rows_charts(history: Mapping[str, Any], runs: int | None = None) -> str:
+    """The DAG page's rows-per-source charts (inline SVG) from ``Monitor.rows_history``."""
+    charts = rows_charts(history)
+    shown = runs if runs is not None else max((len(chart["runs"]) for chart in charts), default=0)
+    return _entities(_ROWS.render(dag_id=history.get("dag_id"), charts=charts, runs=shown))
 
 
 def render_page(content: str) -> str:

@@ -293,3 +293,22 @@ def test_audit_job_documents_round_trip():
 def test_a_bad_audit_job_result_is_corrupt_state_naming_where(raw):
     with pytest.raises(CorruptState, match="/tmp/r.json"):
         parse_audit_job_result(raw, ["a"], "/tmp/r.json")
+
+
+def test_rows_history_prefers_the_publish_and_keeps_a_refused_runs_rows():
+    from airflow_provider_zeta.core.audits import rows_history
+
+    refused = {"passed": False, "failed_sources": ["b"], "pipeline_id": "p", "rows": {"a": 5, "b": 1}, "results": []}
+    audited = {"passed": True, "failed_sources": [], "pipeline_id": "p", "rows": {"a": 5, "b": 6}, "results": []}
+    published = {"commit_id": "c1", "pipeline_id": "p", "rows": {"a": 5, "b": 6}, "tokens": {}}
+    deploy_report = {"rows": 5, "token": "t"}  # not a completed point's value: skipped
+    history = rows_history(
+        [("r1", [json.dumps(published)], [audited]), ("r2", [], [json.dumps(refused)]), ("r3", [deploy_report], [])]
+    )
+    assert [(p.run_id, p.status, dict(p.rows), p.failed_sources) for p in history["p"]] == [
+        ("r1", "published", {"a": 5, "b": 6}, ()),
+        ("r2", "audit_failed", {"a": 5, "b": 1}, ("b",)),
+    ]
+    assert rows_history([("r", [{"commit_id": "c", "rows": {"a": -1, "b": True, "c": None}}], [])])[""][0].rows == {
+        "a": None, "b": None, "c": None
+    }
