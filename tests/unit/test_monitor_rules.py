@@ -493,3 +493,58 @@ def test_retained_runs_sort_by_due_time_even_at_the_start_of_the_epoch():
     base = run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 10)]), NOW, 60)
     at_epoch, later = replace(base, cleanup_due_at=0.0), replace(base, cleanup_due_at=0.5)
     assert section_order(Section.RETAINED, at_epoch) < section_order(Section.RETAINED, later)
+
+
+def test_a_link_of_exactly_the_cap_is_kept_and_one_longer_dropped():
+    from airflow_provider_zeta.core.monitor import MAX_LINK_CHARS
+
+    head = "http://driver:4040/"
+    at_cap = head + "a" * (MAX_LINK_CHARS - len(head))
+    assert safe_link(at_cap) == at_cap
+    assert safe_link(at_cap + "a") is None
+
+
+# ---------------------------------------------------------------------------- ledgers the page reads
+
+
+def _document(**fields):
+    base = {"token": "tok", "status": "running", "started_at": NOW - 10, "heartbeat_at": NOW - 1}
+    return {**base, **fields}
+
+
+def test_a_ledger_as_the_driver_writes_it_is_shown_with_every_optional_field_absent_or_null():
+    from airflow_provider_zeta.core.monitor import ledger_document_problem
+
+    assert ledger_document_problem(_document(), "tok") is None
+    nulls = {name: None for name in ("ended_at", "rows", "checkpoints", "error", "spark_ui_url", "metrics", "files")}
+    assert ledger_document_problem(_document(**nulls), "tok") is None
+    full = _document(
+        status="succeeded", ended_at=NOW, last_checkpoint_at=NOW - 2, rows=7, checkpoints=3, pid=12, error="x",
+        host="h", source="emea", metrics={"a": 1}, files={"part-0.parquet": 1024, "_SUCCESS": 0},
+    )
+    assert ledger_document_problem(full, "tok") is None
+
+
+@pytest.mark.parametrize(
+    "document, problem",
+    [
+        (["not", "a", "dict"], "holds list, not an object"),
+        (_document(token="other"), "its token is not its attempt directory's name"),
+        (_document(status="exploded"), "field 'status' is not a known status"),
+        (_document(started_at=None), "field 'started_at' is not a finite epoch time"),
+        (_document(heartbeat_at=float("nan")), "field 'heartbeat_at' is not a finite epoch time"),
+        (_document(ended_at=True), "field 'ended_at' is not a finite epoch time"),
+        (_document(last_checkpoint_at=2e11), "field 'last_checkpoint_at' is not a finite epoch time"),
+        (_document(rows=1.5), "field 'rows' is not an integer"),
+        (_document(pid=2**64), "field 'pid' is not an integer"),
+        (_document(error=12345), "field 'error' is not text"),
+        (_document(spark_ui_url=["http://x"]), "field 'spark_ui_url' is not text"),
+        (_document(metrics=[1, 2]), "field 'metrics' is not an object"),
+        (_document(files={"part-0": "1024"}), "field 'files' is not an object of sizes"),
+        (_document(files=[1024]), "field 'files' is not an object of sizes"),
+    ],
+)
+def test_a_ledger_field_of_the_wrong_type_is_named_never_its_value(document, problem):
+    from airflow_provider_zeta.core.monitor import ledger_document_problem
+
+    assert ledger_document_problem(document, "tok") == problem
