@@ -548,3 +548,25 @@ def test_a_ledger_field_of_the_wrong_type_is_named_never_its_value(document, pro
     from airflow_provider_zeta.core.monitor import ledger_document_problem
 
     assert ledger_document_problem(document, "tok") == problem
+
+
+@pytest.mark.parametrize(
+    "value, number",
+    [(3, 3.0), (2.5, 2.5), (-1, -1.0), (None, None), (True, None), ("3", None), (float("inf"), None), (float("nan"), None), (10**400, None)],
+)
+def test_only_finite_numbers_reach_a_json_answer(value, number):
+    from airflow_provider_zeta.core.monitor import finite_or_none
+
+    assert finite_or_none(value) == number
+
+
+def test_a_provider_message_is_cut_to_the_limit_after_masking_and_read_only_up_to_four_times_it():
+    from airflow_provider_zeta.core.monitor import capped_text
+
+    assert capped_text(None) is None and capped_text("") is None
+    assert capped_text("x" * 600) == "x" * 500
+    assert capped_text("x" * 600, limit=10) == "x" * 10
+    # A long secret value at the start is masked whole; nothing after four times the limit is read.
+    secret_then_more = "password=" + "s" * (4 * 500 - len("password=")) + "\nlater line"
+    assert capped_text(secret_then_more) == "password=***"
+    assert capped_text("password=hunter2\nrows=3") == "password=***\nrows=3"
