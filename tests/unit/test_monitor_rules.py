@@ -25,6 +25,7 @@ from airflow_provider_zeta.core.monitor import (
     link_host,
     page_bounds,
     phase_text,
+    progress_phase,
     redact,
     run_status,
     known_section,
@@ -570,3 +571,59 @@ def test_a_provider_message_is_cut_to_the_limit_after_masking_and_read_only_up_t
     secret_then_more = "password=" + "s" * (4 * 500 - len("password=")) + "\nlater line"
     assert capped_text(secret_then_more) == "password=***"
     assert capped_text("password=hunter2\nrows=3") == "password=***\nrows=3"
+
+
+# ---------------------------------------------------------------------------- phases of a pipeline
+
+
+@pytest.mark.parametrize("failed_task", ["ready", "commit"])
+def test_a_failed_ready_to_close_or_completed_point_fails_the_pipeline(failed_task):
+    tasks = pipeline_tasks(deploys=("success", "running", "running"), ready="failed" if failed_task == "ready" else "deferred")
+    if failed_task == "commit":
+        tasks[-1] = replace(tasks[-1], state="upstream_failed")
+    pipeline = only_pipeline(run_status(facts("running", tasks), NOW, 60))
+    assert (pipeline.phase, pipeline.outcome, pipeline.phase_text) == (PipelinePhase.FAILED, "failed", "failed")
+
+
+def test_a_failed_cleanup_or_freshness_task_does_not_fail_the_pipeline():
+    tasks = pipeline_tasks(deploys=("running",) * 3) + [
+        TaskRow("sales_pipe.cleanup", "DelayedCleanupOperator", "failed"),
+        TaskRow("sales_pipe.freshness", "CheckpointFreshnessSensor", "failed"),
+    ]
+    pipeline = only_pipeline(run_status(facts("running", tasks, (LedgerStatus.RUNNING,) * 3), NOW, 60))
+    assert pipeline.phase is PipelinePhase.RUNNING
+
+
+def test_a_failed_run_fails_its_pipelines_whatever_their_tasks_say():
+    tasks = pipeline_tasks(deploys=("running",) * 3)
+    assert progress_phase("failed", tasks, ()) == (PipelinePhase.FAILED, "failed")
+
+
+def test_a_pipeline_is_committed_only_when_every_completed_point_succeeded():
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    assert progress_phase("running", tasks, ()) == (PipelinePhase.COMMITTED, "committed")
+    second = tasks + [TaskRow("sales_pipe.completed_point_2", "CompletedPointOperator", "running")]
+    assert progress_phase("running", second, ())[0] is not PipelinePhase.COMMITTED
+
+
+def test_a_pipeline_whose_only_driver_is_lost_is_still_running_not_deploying():
+    tasks = pipeline_tasks(deploys=("running",) * 3)
+    lost = ledger("t", beat=NOW - 600, ckpt=NOW - 600)
+    status = run_status(RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [lost]}), NOW, 60)
+    pipeline = only_pipeline(status)
+    assert pipeline.sources[2].driver == "lost" and pipeline.phase is PipelinePhase.RUNNING
+
+
+def test_a_task_row_knows_its_pipeline_and_role():
+    assert TaskRow("a.b.deploy_x", "ZetaSparkJobOperator", None).pipeline == "a.b"
+    assert TaskRow("deploy_x", "ZetaSparkJobOperator", None).pipeline == ""
+    assert TaskRow("a.ready", "ReadyToCloseSensor", None).role == "ready"
+    assert TaskRow("a.x", "PythonOperator", None).role is None and TaskRow("a.x", None, None).role is None
+
+
+def test_page_bounds_clamp_to_one_and_the_maximum():
+    assert page_bounds(10, 100, 0) == (100, 0)
+    assert page_bounds(10, 101, 0) == (100, 0)
+    assert page_bounds(10, 1, 0) == (1, 0)
+    assert page_bounds(10, 30, 0, max_limit=20) == (20, 0)
+    assert page_bounds(10, "7", "3") == (7, 3)
