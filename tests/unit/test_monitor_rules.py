@@ -627,3 +627,15 @@ def test_page_bounds_clamp_to_one_and_the_maximum():
     assert page_bounds(10, 1, 0) == (1, 0)
     assert page_bounds(10, 30, 0, max_limit=20) == (20, 0)
     assert page_bounds(10, "7", "3") == (7, 3)
+
+
+def test_the_ranges_a_ledger_field_may_hold_include_their_ends():
+    from airflow_provider_zeta.core.monitor import ledger_document_problem
+
+    largest = 2**63 - 1  # a signed 64-bit integer, as the JVM side writes counts
+    for count in (largest, -largest):
+        assert ledger_document_problem(_document(rows=count), "tok") is None
+    assert ledger_document_problem(_document(rows=largest + 1), "tok") == "field 'rows' is not an integer"
+    for moment in (1e11, -1e11):  # epoch seconds up to the year 5138
+        assert ledger_document_problem(_document(ended_at=moment), "tok") is None
+    assert ledger_document_problem(_document(ended_at=1e11 + 1), "tok") == "field 'ended_at' is not a finite epoch time"
