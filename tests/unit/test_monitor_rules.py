@@ -639,3 +639,12 @@ def test_the_ranges_a_ledger_field_may_hold_include_their_ends():
     for moment in (1e11, -1e11):  # epoch seconds up to the year 5138
         assert ledger_document_problem(_document(ended_at=moment), "tok") is None
     assert ledger_document_problem(_document(ended_at=1e11 + 1), "tok") == "field 'ended_at' is not a finite epoch time"
+
+
+def test_an_optional_field_is_valid_when_absent_or_valid_by_its_own_check():
+    # The field table is built at import; this checks the rule it is built from.
+    from airflow_provider_zeta.core.monitor import _optional
+
+    is_one = _optional(lambda value: value == 1)
+    assert is_one(None) is True and is_one(1) is True and is_one(2) is False
+    assert _optional(lambda value: value is not None)(None) is True
