@@ -648,3 +648,9 @@ def test_an_optional_field_is_valid_when_absent_or_valid_by_its_own_check():
     is_one = _optional(lambda value: value == 1)
     assert is_one(None) is True and is_one(1) is True and is_one(2) is False
     assert _optional(lambda value: value is not None)(None) is True
+
+
+def test_a_ledger_source_that_is_not_text_is_replaced_by_the_task_name():
+    task = TaskRow("grp.deploy_x", "ZetaSparkJobOperator", "running")
+    for odd in (42, ["emea"], None):
+        assert source_status(task, [ledger("t", ckpt=NOW - 3, source=odd)], NOW, 60).source == "x"
