@@ -94,3 +94,29 @@ def test_a_job_timeout_names_the_task_the_driver_the_limit_and_whether_the_drive
 
 def test_timing_without_a_job_timeout_never_times_out():
     assert decide(observe(rec=record(Phase.LAUNCHED, intent_at=NOW - 10**6), led=ledger(), timing=TIMING)).rule != "job_timeout"
+
+
+# ---------------------------------------------------------------------------- triggers and refusals
+
+
+def test_a_missing_ledger_wakes_the_task_exactly_at_the_launch_deadline():
+    from airflow_provider_zeta.core.deploy import trigger_should_fire
+    from airflow_provider_zeta.core.ledger import LedgerView
+
+    assert not trigger_should_fire(LedgerView.MISSING, NOW - 0.001, NOW)
+    assert trigger_should_fire(LedgerView.MISSING, NOW, NOW)
+    assert not trigger_should_fire(LedgerView.RUNNING, NOW, NOW)  # a live driver keeps it waiting
+    assert trigger_should_fire(LedgerView.SUCCEEDED, NOW, NOW + 100)
+
+
+def test_a_deferral_is_refused_by_executor_class_whatever_its_configured_name():
+    from airflow_provider_zeta.core.deploy import deferral_refusal
+
+    dotted = deferral_refusal("airflow.providers.cncf.kubernetes.executors.kubernetes_executor.KubernetesExecutor", True, True)
+    assert dotted is not None and dotted.startswith(
+        "ZetaSparkJobOperator cannot defer under airflow.providers.cncf.kubernetes.executors.kubernetes_executor.KubernetesExecutor:"
+    )
+    alias = deferral_refusal("my_k8s", True, True, executor_classes=("MyK8s", "KubernetesExecutor", "BaseExecutor"))
+    assert alias is not None and "Set deferrable=False" in alias
+    assert deferral_refusal("KubernetesExecutor", True, True, executor_classes=("LocalExecutor",)) is None
+    assert deferral_refusal(None, True, True) is None
