@@ -65,6 +65,9 @@ from airflow_provider_zeta.core.ready import (
     attempt_problem,
     evaluate,
     parse_report,
+    ref_states,
+    ref_task_ids,
+    split_task_ref,
     stale_store_problem,
     stored_document,
 )
@@ -266,7 +269,7 @@ class RunObserver:
             return None  # evaluate() reports it as corrupt
         if self._storage is None:
             self._storage = open_state_storage(self.state_root)
-        relative = f"{attempt_dir(self.dag_id, self.run_id, task_id, -1, report.token)}/{LEDGER_FILE}"
+        relative = f"{attempt_dir(self.dag_id, self.run_id, *split_task_ref(task_id), report.token)}/{LEDGER_FILE}"
         ledger: Ledger | CorruptState | None
         try:
             ledger = parse_ledger(read_state_file(self._storage, relative), report.token, self._storage.url_of(relative))
@@ -285,8 +288,13 @@ class RunObserver:
             report = parse_report(raw, source, task_id)
         except CorruptState:
             return None  # evaluate() reports it as corrupt
-        latest = xcom_get(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+        latest = self._xcom(DEPLOY_DEFERRAL_XCOM, task_id)
         return stale_store_problem(report, raw, latest)
+
+    def _xcom(self, key: str, ref: str) -> Any:
+        """An XCom of the source task instance ``ref`` (``core.ready.task_ref``: mapped or not)."""
+        task_id, map_index = split_task_ref(ref)
+        return xcom_get(key=key, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=map_index)
 
     def ledgers_watchable(self) -> bool:
         """Whether ``ended_drivers`` can look: the state root is local (NFS included); on an object
@@ -310,7 +318,8 @@ class RunObserver:
             if task_id in self._reports and source not in self._unverified:
                 continue
             self.unreported += 1
-            base = self._storage.local_path(task_attempts_dir(self.dag_id, self.run_id, task_id, -1))
+            attempts = task_attempts_dir(self.dag_id, self.run_id, *split_task_ref(task_id))
+            base = self._storage.local_path(attempts)
             assert base is not None
             try:
                 tokens = os.listdir(base)
@@ -322,7 +331,7 @@ class RunObserver:
                 known = self._ledger_ends.get(path)
                 if known is None or known[0] != signature:
                     was_terminal = None if known is None else known[1]
-                    known = (signature, self._ledger_terminal(f"{task_attempts_dir(self.dag_id, self.run_id, task_id, -1)}/{token}/{LEDGER_FILE}", token))
+                    known = (signature, self._ledger_terminal(f"{attempts}/{token}/{LEDGER_FILE}", token))
                     self._ledger_ends[path] = known
                     if was_terminal is False and known[1]:
                         self.seen_ending.add((task_id, token))
@@ -345,8 +354,8 @@ class RunObserver:
         stores the report a beat before the task ends). They are read again at every look until
         the task is ``success``: not remembered, so a clear in between cannot leave a report the
         task no longer has."""
-        states_by_run = run_task_states(dag_id=self.dag_id, task_ids=list(self.expected.values()), run_ids=[self.run_id])
-        states = dict(states_by_run.get(self.run_id, {}))
+        states_by_run = run_task_states(dag_id=self.dag_id, task_ids=ref_task_ids(self.expected.values()), run_ids=[self.run_id])
+        states = ref_states(self.expected.values(), states_by_run.get(self.run_id, {}))
         ended_tokens: dict[str, set[str]] = {}
         for task_id, token in ended or ():
             ended_tokens.setdefault(task_id, set()).add(token)
@@ -354,9 +363,9 @@ class RunObserver:
         early_unverified: dict[str, str] = {}
         for source, task_id in self.expected.items():
             if states.get(task_id) in REPORTED_WHILE_DEFERRED and task_id in ended_tokens:
-                raw = xcom_get(key=DEPLOY_EARLY_REPORT_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                raw = self._xcom(DEPLOY_EARLY_REPORT_XCOM, task_id)
                 if raw is not None:
-                    mark = xcom_get(key=DEPLOY_DEFERRAL_XCOM, dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1)
+                    mark = self._xcom(DEPLOY_DEFERRAL_XCOM, task_id)
                     early[task_id] = StoredWhileDeferred(raw, mark, frozenset(ended_tokens[task_id]))
                     problem = self._ledger_problem(source, task_id, raw)
                     if problem:
@@ -368,7 +377,7 @@ class RunObserver:
                 continue
             if task_id in self._reports and source not in self._unverified:
                 continue
-            raw = stored_document(xcom_get(key="return_value", dag_id=self.dag_id, run_id=self.run_id, task_id=task_id, map_index=-1))
+            raw = stored_document(self._xcom("return_value", task_id))
             if raw is None:
                 continue
             self._reports[task_id] = raw

@@ -124,6 +124,7 @@ from airflow_provider_zeta.core.publish import (
     partition_key,
     partition_path,
 )
+from airflow_provider_zeta.core.ready import task_ref
 from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS, TEMPLATED_OPTIONS, hook_arguments
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, shipped_command, spark_submit_command
 from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
@@ -158,7 +159,10 @@ class ZetaSparkJobOperator(BaseOperator):
         ``airflow_provider_zeta.runtime.zeta_context()``).
     :param application_args: arguments for the application (templated).
     :param source: name of the source this job produces (defaults to the task id); the job sees it
-        as ``zeta_context().source``.
+        as ``zeta_context().source``. Mapped (``partial(...).expand(...)``/``expand_kwargs``), each
+        map index must have its own (a mapped instance without one fails, naming the task); each
+        map index has its own attempts, staging, ledger, task state and report (every path and
+        key holds the map index; an unmapped task's stay at ``-1``).
     :param conn_id: Airflow Spark connection (master ``local[N]`` or ``spark://host:7077``, client
         mode). A missing connection is an error, not a silent fallback to YARN.
     :param conf: Spark configuration (``--conf``), templated.
@@ -379,6 +383,11 @@ class ZetaSparkJobOperator(BaseOperator):
         ti = context["ti"]
         return ti.dag_id, ti.run_id, ti.task_id, int(getattr(ti, "map_index", -1) if ti.map_index is not None else -1)
 
+    def _task_ref(self, context: Context) -> str:
+        """How the ready-to-close wait names this task instance (``core.ready.task_ref``)."""
+        _, _, task_id, map_index = self._key(context)
+        return task_ref(task_id, map_index)
+
     def _task_label(self, context: Context) -> str:
         dag_id, _, task_id, map_index = self._key(context)
         return f"{dag_id}.{task_id}" + (f"[{map_index}]" if map_index >= 0 else "")
@@ -476,10 +485,11 @@ class ZetaSparkJobOperator(BaseOperator):
         from airflow_provider_zeta.core.publish import commit_names
         from airflow_provider_zeta.core.ready import ready_set_names
 
-        dag_id, run_id, task_id, _ = self._key(context)
+        dag_id, run_id, _, _ = self._key(context)
+        own = self._task_ref(context)
         sensors, completed_points = self._pipeline_readers()
         checks = [(point, lambda value: commit_names(value, token)) for point in completed_points]
-        checks += [(sensor, lambda value: ready_set_names(value, task_id, token)) for sensor in sensors]
+        checks += [(sensor, lambda value: ready_set_names(value, own, token)) for sensor in sensors]
         for reader, names in checks:
             try:
                 value = xcom_get(key="return_value", dag_id=dag_id, task_id=reader, run_id=run_id, map_index=-1)
@@ -499,8 +509,10 @@ class ZetaSparkJobOperator(BaseOperator):
             task.task_id
             for task in tasks
             if getattr(task, "is_zeta_ready_to_close", False)
-            and isinstance(getattr(task, "sources", None), dict)
-            and self.task_id in task.sources.values()
+            and (
+                getattr(task, "mapped_task_id", None) == self.task_id
+                or (isinstance(getattr(task, "sources", None), dict) and self.task_id in task.sources.values())
+            )
         ]
         points = [task.task_id for task in tasks if getattr(task, "is_zeta_completed_point", False) and getattr(task, "ready_task_id", None) in sensors]
         return sensors, points
@@ -533,6 +545,12 @@ class ZetaSparkJobOperator(BaseOperator):
         )
         if refusal:
             raise AirflowFailException(f"[zeta.deploy.deferral_refused] {refusal}")
+        if self._key(context)[3] >= 0 and not self.source:
+            # Every map index would be named by the one task id: their partitions would collide.
+            raise AirflowFailException(
+                f"[zeta.deploy.mapped_without_source] {self._task_label(context)}: a mapped deploy task needs a "
+                "'source' per map index (expand(source=[...]), or a 'source' key in each expand_kwargs entry)"
+            )
         return self._drive(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
@@ -712,7 +730,7 @@ class ZetaSparkJobOperator(BaseOperator):
         sensors, points = self._pipeline_readers()
         if not sensors:
             return
-        task_id = context["ti"].task_id
+        task_id = self._task_ref(context)  # how the sensors' decision records name this task instance
         token = observation.record.token if isinstance(observation.record, AttemptRecord) else None
         waited_until = time.monotonic() + _SENSOR_DECIDING_WAIT
         while True:

@@ -68,7 +68,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 
 from airflow_provider_zeta.airflow_internals import run_task_states
 from airflow_provider_zeta.core.durations import Duration, check_duration_unless_template, duration_or_default, duration_seconds
@@ -81,7 +81,16 @@ from airflow_provider_zeta.core.incarnation import (
     sensor_decision,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
-from airflow_provider_zeta.core.ready import Evaluation, Verdict, parse_ready_set, sensor_event_is_for, wait_deadline
+from airflow_provider_zeta.core.ready import (
+    Evaluation,
+    Verdict,
+    mapped_expected,
+    parse_ready_set,
+    ref_states,
+    ref_task_ids,
+    sensor_event_is_for,
+    wait_deadline,
+)
 from airflow_provider_zeta.observers import RunObserver
 from airflow_provider_zeta.settings import ZetaSettings
 from airflow_provider_zeta.task_state import set_kept
@@ -99,7 +108,15 @@ MAX_VERIFIED_IN_TRIGGER = 200
 class ReadyToCloseSensor(BaseOperator):
     """Wait until every source of the run has reported ready-to-close; return the ready set.
 
-    :param sources: source name -> task id of its deploy task (same DAG run).
+    :param sources: source name -> task id of its deploy task (same DAG run), when the sources are
+        known when the DAG is parsed.
+    :param mapped_task_id: for sources decided at run time instead: the task id of the mapped deploy
+        task (``ZetaSparkJobOperator.partial(...).expand(...)``), one map index per source ...
+    :param mapped_sources: ... and the run's source list it was expanded over, in map-index order:
+        a list of names, or of per-source dicts with a ``source`` key (templated; usually the same
+        ``XComArg`` the deploy task was expanded from, which makes this sensor wait for that task).
+        The wait expects exactly the sources of this list. An empty list skips the sensor (and so
+        the completed point): the run mapped no source, so there is nothing to publish.
     :param timeout: how long (``timedelta`` or seconds) from the sensor's first try until a missing
         source fails it.
     :param poll_interval: upper bound of the trigger's polling backoff (default ``[zeta] poll_interval``).
@@ -111,6 +128,7 @@ class ReadyToCloseSensor(BaseOperator):
     extend it.
     """
 
+    template_fields = ("mapped_sources",)
     ui_color = "#9fd3c7"
     #: A deploy task looks for its run's ready sets by this mark (``ZetaSparkJobOperator``): a
     #: cleared deploy task learns from one that its earlier driver ended.
@@ -119,7 +137,9 @@ class ReadyToCloseSensor(BaseOperator):
     def __init__(
         self,
         *,
-        sources: Mapping[str, str],
+        sources: Mapping[str, str] | None = None,
+        mapped_task_id: str | None = None,
+        mapped_sources: Any = None,
         timeout: Duration = 6 * 3600,
         poll_interval: Duration | None = None,
         **kwargs: Any,
@@ -127,12 +147,34 @@ class ReadyToCloseSensor(BaseOperator):
         kwargs.setdefault("retries", 3)
         kwargs.setdefault("retry_delay", dt.timedelta(seconds=5))
         super().__init__(**kwargs)
-        if not sources:
-            raise ValueError(f"{self.task_id}: 'sources' must name at least one source -> task id")
+        if mapped_task_id is None and not sources:
+            raise ValueError(f"{self.task_id}: 'sources' must name at least one source -> task id (or give 'mapped_task_id')")
+        if mapped_task_id is not None and (sources or mapped_sources is None):
+            raise ValueError(f"{self.task_id}: 'mapped_task_id' needs 'mapped_sources' (the run's source list) and no 'sources'")
         check_duration_unless_template(poll_interval, f"{self.task_id}: 'poll_interval'")
-        self.sources = dict(sources)
+        self.sources = dict(sources or {})
+        self.mapped_task_id = mapped_task_id
+        self.mapped_sources = mapped_sources
         self.timeout = duration_seconds(timeout, f"{self.task_id}: 'timeout'")
         self.poll_interval = poll_interval
+
+    def waits_on(self, task_id: str) -> bool:
+        """Whether this sensor reads the reports of deploy task ``task_id`` (mapped or not)."""
+        return task_id == self.mapped_task_id or task_id in self.sources.values()
+
+    def _expected(self) -> dict[str, str]:
+        """Source name -> task reference (``core.ready.task_ref``) of this run's sources: the static
+        ones, or one per map index of the run's mapped source list (rendered by now)."""
+        if self.mapped_task_id is None:
+            return self.sources
+        try:
+            expected = mapped_expected(self.mapped_task_id, self.mapped_sources, self.task_id)
+        except ValueError as error:
+            raise AirflowFailException(f"[zeta.ready.bad_source_list] {error}") from None
+        if not expected:
+            self.log.info("zeta.ready.no_sources: the run mapped no source (an empty source list): nothing to publish")
+            raise AirflowSkipException("[zeta.ready.no_sources] the run mapped no source: nothing to publish; the completed point is skipped")
+        return expected
 
     def execute(self, context: Context) -> Any:
         """Evaluate the sources: return the ready set when all are ready, fail on a final verdict, else
@@ -169,8 +211,11 @@ class ReadyToCloseSensor(BaseOperator):
         ti = context["ti"]
         # Written before the look below, which it must precede (core.incarnation.SENSOR_DECISION_XCOM).
         ti.xcom_push(key=SENSOR_DECISION_XCOM, value=sensor_decision(parse_ready_set(event["ready_set"])[1]))
-        states = run_task_states(dag_id=ti.dag_id, task_ids=list(self.sources.values()), run_ids=[ti.run_id]).get(ti.run_id, {})
-        rerunning = sorted(source for source, task_id in self.sources.items() if states.get(task_id) != "success")
+        expected = self._expected()
+        states = ref_states(
+            expected.values(), run_task_states(dag_id=ti.dag_id, task_ids=ref_task_ids(expected.values()), run_ids=[ti.run_id]).get(ti.run_id, {})
+        )
+        rerunning = sorted(source for source, ref in expected.items() if states.get(ref) != "success")
         if rerunning:
             # Cleared between the trigger's look and this wake (its report is gone), or counted on
             # a report stored while its task was still deferred (core.ready.REPORTED_WHILE_DEFERRED),
@@ -242,7 +287,8 @@ class ReadyToCloseSensor(BaseOperator):
                 publishing, incarnation, publishing - incarnation,
             )
         deadline = self._deadline(context)
-        observer = RunObserver(ti.dag_id, ti.run_id, self.sources, settings.state_root)
+        expected = self._expected()
+        observer = RunObserver(ti.dag_id, ti.run_id, expected, settings.state_root)
         evaluation = observer.observe(incarnation, deadline)
         if evaluation.verdict is Verdict.ALL_READY:
             evaluation = self._decide(context, lambda: observer.observe(incarnation, deadline), evaluation)
@@ -268,7 +314,7 @@ class ReadyToCloseSensor(BaseOperator):
             trigger=ReadyToCloseTrigger(
                 dag_id=ti.dag_id,
                 run_id=ti.run_id,
-                sources=self.sources,
+                sources=expected,
                 verified=observer.verified_reports(limit=MAX_VERIFIED_IN_TRIGGER),
                 incarnation=incarnation,
                 publish_incarnation=publishing,
