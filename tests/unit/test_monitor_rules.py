@@ -654,3 +654,15 @@ def test_a_ledger_source_that_is_not_text_is_replaced_by_the_task_name():
     task = TaskRow("grp.deploy_x", "ZetaSparkJobOperator", "running")
     for odd in (42, ["emea"], None):
         assert source_status(task, [ledger("t", ckpt=NOW - 3, source=odd)], NOW, 60).source == "x"
+
+
+def test_a_run_whose_only_live_driver_belongs_to_a_finished_task_is_retained_not_running():
+    # The driver's task ended (its driver was orphaned, the sweep stops it); the run's cleanup waits.
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    orphan = ledger("t", ckpt=NOW - 3)
+    records = [record(NOW + 600)]
+    retained = run_status(RunFacts(DAG, RUN, "running", tasks, {(tasks[0].task_id, -1): [orphan]}, records), NOW, 60)
+    assert retained.section is Section.RETAINED
+    working = pipeline_tasks(deploys=("running", "success", "success"), commit=None)
+    still = run_status(RunFacts(DAG, RUN, "running", working, {(working[0].task_id, -1): [orphan]}, records), NOW, 60)
+    assert still.section is Section.RUNNING
