@@ -666,3 +666,15 @@ def test_a_run_whose_only_live_driver_belongs_to_a_finished_task_is_retained_not
     working = pipeline_tasks(deploys=("running", "success", "success"), commit=None)
     still = run_status(RunFacts(DAG, RUN, "running", working, {(working[0].task_id, -1): [orphan]}, records), NOW, 60)
     assert still.section is Section.RUNNING
+
+
+def test_the_due_time_shown_is_the_soonest_pending_record_and_an_unreadable_record_is_no_due_time():
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    done = (LedgerStatus.SUCCEEDED,) * 3
+    records = [record(NOW - 500, incarnation=0, status=RecordStatus.CLEANED), record(NOW + 900, incarnation=1)]
+    status = run_status(facts("success", tasks, done, records), NOW, 60)
+    assert status.cleanup_due_at == NOW + 900
+    assert only_pipeline(status).phase_text == "committed · cleanup due in 15m 00s"
+    unreadable = run_status(facts("success", tasks, done, [CorruptState("record x is not valid JSON")]), NOW, 60)
+    assert (unreadable.section, unreadable.cleanup_due_at) == (Section.RETAINED, None)
+    assert only_pipeline(unreadable).phase_text == "committed · cleanup blocked (unreadable record)"
