@@ -48,6 +48,13 @@ libfaketime:
 	@if ! ls $(LIBFAKETIME_GLOB) >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq faketime; fi
 	@command -v gcc >/dev/null || { apt-get update -qq && apt-get install -y -qq gcc libc6-dev; }
 
+# The hung-mount test serves the state root through FUSE (zeta_harness/hung_mount.py): Debian's
+# fuse3 (fusermount3 and libfuse 3, which mfusepy of the test extra loads); apt-get only when missing.
+.PHONY: fuse3
+install: fuse3
+fuse3:
+	@command -v fusermount3 >/dev/null || { apt-get update -qq && apt-get install -y -qq fuse3; }
+
 # PySpark 4 needs Java 17 or newer: say so before Spark fails with a JVM error.
 java17:
 	@version=$$($(JAVA) -version 2>&1 | sed -n 's/.* version "\([0-9][0-9]*\).*/\1/p' | head -n 1); \

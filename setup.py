@@ -84,6 +84,9 @@ setup(
             "apache-airflow-providers-standard>=1.9",
             # A real SMTP server for the failure e-mail test (tests/test_secret_failure_channels.py).
             "aiosmtpd>=1.4",
+            # The hung-mount test serves the state root through FUSE (tests/test_hung_mount.py):
+            # ctypes bindings to libfuse 3 (Debian's fuse3, which make install installs).
+            "mfusepy>=3.1",
         ],
     },
     entry_points={
