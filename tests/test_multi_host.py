@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -470,6 +471,50 @@ def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_de
                 cluster.kill_host(name)
             if not cluster.components[name].alive():
                 cluster.start_component(name)
+
+
+TIMED_WAIT_PROBE = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_t cond;
+    pthread_cond_init(&cond, &attr);
+    pthread_mutex_t mutex = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mutex);
+    struct timespec start, end, deadline;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    deadline = start;
+    deadline.tv_nsec += 300000000;
+    if (deadline.tv_nsec >= 1000000000) { deadline.tv_sec++; deadline.tv_nsec -= 1000000000; }
+    int rc = pthread_cond_timedwait(&cond, &mutex, &deadline);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    printf("%d %.3f %ld\n", rc, (end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9, (long)time(NULL));
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("skew", [-SKEW_S, SKEW_S], ids=["behind", "ahead"])
+def test_a_skewed_host_waits_on_monotonic_condition_variables_for_true_durations(tmp_path, skew):
+    """The JVM's timed waits (Thread.sleep, Object.wait, parkNanos) are pthread_cond_timedwait on a
+    condition variable on CLOCK_MONOTONIC. Under the skewed host's environment a 0.3 s wait lasts
+    0.3 s while the wall clock reads the skew (libfaketime alone ends it at once, ahead or behind:
+    a JVM there spins in every wait and Spark never finishes a job). No cluster: a small C program."""
+    _require(skewed_clock_unavailable())
+    source, probe = tmp_path / "timed_wait.c", tmp_path / "timed_wait"
+    source.write_text(TIMED_WAIT_PROBE)
+    subprocess.run(["gcc", "-O2", "-o", str(probe), str(source), "-lpthread"], check=True, capture_output=True)
+    env = {**os.environ, **skewed_wall_clock_env(skew)}
+    before = time.time()
+    result = subprocess.run([str(probe)], env=env, capture_output=True, text=True, timeout=30, check=True)
+    code, waited, wall = result.stdout.split()
+    assert int(code) == 110, result.stdout  # ETIMEDOUT
+    assert 0.25 <= float(waited) < 2, f"a 0.3 s timed wait on CLOCK_MONOTONIC lasted {waited} s under a {skew:+d} s wall clock"
+    assert abs(int(wall) - before - skew) < 5, (wall, before, skew)
 
 
 def test_a_source_marked_failed_on_a_dead_host_runs_again_on_another_after_its_runs_cleanup(hosts_cluster):

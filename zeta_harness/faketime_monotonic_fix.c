@@ -89,3 +89,22 @@ int timer_gettime(timer_t timer, struct itimerspec *value) {
     int (*call)(timer_t, struct itimerspec *) = symbol(on_true_clock(timer), "timer_gettime");
     return call(timer, value);
 }
+
+/*
+ * Timed waits on a condition variable whose clock is CLOCK_MONOTONIC (the JVM's Thread.sleep,
+ * Object.wait and LockSupport.parkNanos): libfaketime 0.9.10 shifts their absolute deadlines by
+ * the fake offset too, so a JVM on a host ahead spins (every wait times out at once) and one on a
+ * host behind sleeps minutes; Spark's driver then never finishes a job. glibc (2.25 and later)
+ * keeps a condition variable's clock in bit 1 of its __wrefs word: those on a true clock go
+ * straight to the C library, the others on to libfaketime.
+ */
+int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex, const struct timespec *deadline) {
+    static int (*to_libc)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    static int (*to_next)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    if (!to_libc)
+        to_libc = dlvsym(libc_handle(), "pthread_cond_timedwait", "GLIBC_2.3.2");
+    if (!to_next)
+        to_next = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
+    int monotonic = (cond->__data.__wrefs & 2) != 0;
+    return (monotonic && to_libc ? to_libc : to_next)(cond, mutex, deadline);
+}

@@ -34,8 +34,8 @@ process under Debian's libfaketime: ``skewed_wall_clock_env(seconds)`` is the en
 it with (``LD_PRELOAD``, ``FAKETIME``). Only the wall clock moves (``time.time()``, ``date``, file
 times the host's processes stamp themselves); ``CLOCK_MONOTONIC`` and ``CLOCK_BOOTTIME`` run true,
 as on a real host whose clock is merely set wrong (``FAKETIME_DONT_FAKE_MONOTONIC=1``, and a small
-preloaded fix, ``faketime_monotonic_fix.c``, for the sleeps and timers on those clocks that
-libfaketime 0.9.10 still shifts). ``NamespaceHost.run()`` runs a command inside a host with its
+preloaded fix, ``faketime_monotonic_fix.c``, for the sleeps, timers and condition-variable waits
+on those clocks that libfaketime 0.9.10 still shifts). ``NamespaceHost.run()`` runs a command inside a host with its
 environment, e.g. to read the clocks it sees.
 
 This module imports only the standard library: the init runs it before anything else.
