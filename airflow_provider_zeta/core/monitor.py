@@ -552,7 +552,10 @@ def run_status(facts: RunFacts, now: float, lost_after: float) -> RunStatus:
         ready = sum(1 for s in sources if s.ready)
         phase, outcome = progress_phase(facts.run_state, tasks, sources)
         if outcome is None and facts.run_state in ("success", "failed"):
-            outcome = "committed" if facts.run_state == "success" and any(t.role == "commit" for t in tasks) else facts.run_state
+            # "committed" only when a completed point published: a successful run whose completed
+            # point was skipped (no source mapped) published nothing.
+            published = any(t.role == "commit" and t.state == "success" for t in tasks)
+            outcome = "committed" if facts.run_state == "success" and published else facts.run_state
         due_in = None
         if section is Section.ENDED:
             phase = PipelinePhase.CLEANED

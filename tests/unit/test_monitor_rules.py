@@ -680,12 +680,6 @@ def test_the_due_time_shown_is_the_soonest_pending_record_and_an_unreadable_reco
     assert only_pipeline(unreadable).phase_text == "committed · cleanup blocked (unreadable record)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_status calls a successful run 'committed' when its pipeline has a completed point in any "
-    "state: a run that succeeded with its completed point skipped is shown 'committed · cleanup due ...' "
-    "though nothing was published",
-)
 def test_a_successful_run_whose_completed_point_was_skipped_is_not_shown_committed():
     tasks = pipeline_tasks(deploys=("success",) * 3, commit="skipped")
     pipeline = only_pipeline(run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 60)]), NOW, 60))
