@@ -32,7 +32,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -257,6 +257,15 @@ class Evaluation:
     failed: dict[str, str] = field(default_factory=dict)  # source -> task state
     problems: tuple[str, ...] = ()
     unverifiable: tuple[str, ...] = ()  # reports whose attempt cannot be verified, and why
+    # How many sources the run expects; None: those counted above (a corrupt report is in none of them).
+    total: int | None = None
+
+    @property
+    def expected_count(self) -> int:
+        """The number of sources the run waits for, a source with a corrupt report included."""
+        if self.total is not None:
+            return self.total
+        return len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
 
     def progress_from(self, before: Evaluation | None) -> str | None:
         """What changed since ``before``, naming only the sources that changed (None: nothing did).
@@ -270,8 +279,7 @@ class Evaluation:
         old_ready = set(before.ready) if before is not None else set()
         gained = sorted(set(self.ready) - old_ready)
         lost = sorted(old_ready - set(self.ready))
-        n = len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
-        parts = [f"{len(self.ready)} of {n} sources ready"]
+        parts = [f"{len(self.ready)} of {self.expected_count} sources ready"]
         if gained:
             parts.append("newly ready: " + _names(gained))
         if lost:
@@ -283,8 +291,7 @@ class Evaluation:
     @property
     def message(self) -> str:
         """The evaluation in one line: how many sources are ready, and what is waited for or what failed."""
-        n = len(self.ready) + len(self.missing) + len(self.failed) + len(self.unverifiable)
-        base = f"{len(self.ready)} of {n} sources ready"
+        base = f"{len(self.ready)} of {self.expected_count} sources ready"
         if self.verdict is Verdict.SOURCE_FAILED:
             names = _names([f"{s} ({state})" for s, state in sorted(self.failed.items())])
             return f"{base}; source(s) failed with no retries left: {names}"
@@ -391,53 +398,83 @@ def evaluate(
     problems: list[str] = []
     unverifiable: list[str] = []
     for source, task_id in sorted(expected.items()):
-        state = task_states.get(task_id)
-        raw = reports.get(task_id)
-        if state in SOURCE_FAILED_STATES:
-            failed[source] = str(state_name(state))
-            continue
-        if state in REPORTED_WHILE_DEFERRED:
-            stored = (stored_while_deferred or {}).get(task_id)
-            early = None if stored is None else _report_stored_while_deferred(stored, source, task_id, incarnation, source in unverified)
-            if early is None:
+        stored = (stored_while_deferred or {}).get(task_id)
+        kind, found = _judge_source(
+            source, task_id, task_states.get(task_id), reports.get(task_id), incarnation, unverified.get(source), stored
+        )
+        if kind is _SourceKind.READY:
+            ready[source] = found
+        elif kind is _SourceKind.FAILED:
+            failed[source] = found
+        elif kind is _SourceKind.UNVERIFIABLE:
+            unverifiable.append(found)
+        else:
+            if found is not None:
+                problems.append(found)
+            if kind is _SourceKind.MISSING:
                 missing.append(source)
-            else:
-                ready[source] = early
-            continue
-        if state != "success" or raw is None:
-            # Not finished in this incarnation yet (or a value left by another XCom backend).
-            if state == "success" and raw is None:
-                problems.append(f"source {source!r}: task {task_id!r} succeeded without a ready-to-close report")
-            missing.append(source)
-            continue
-        try:
-            report = parse_report(raw, source, task_id)
-        except CorruptState as error:
-            problems.append(str(error))
-            continue
-        if report.incarnation > incarnation:
-            problems.append(
-                f"source {source!r} reported incarnation {report.incarnation}, newer than this run's "
-                f"{incarnation}: the run was cleared while the wait ran"
-            )
-            continue
-        if source in unverified:
-            unverifiable.append(unverified[source])
-            continue
-        ready[source] = report
+    verdict = _verdict(problems, unverifiable, failed, missing, now, deadline)
+    return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(unverifiable), total=len(expected))
+
+
+class _SourceKind(Enum):
+    """Where one source stands in an evaluation (``_judge_source``)."""
+
+    READY = "ready"
+    MISSING = "missing"  # with a problem when its task succeeded without a report
+    FAILED = "failed"
+    CORRUPT = "corrupt"  # the problem says why
+    UNVERIFIABLE = "unverifiable"
+
+
+def _judge_source(
+    source: str,
+    task_id: str,
+    state: str | None,
+    raw: Any,
+    incarnation: int,
+    unverified_because: str | None,
+    stored: StoredWhileDeferred | None,
+) -> tuple[_SourceKind, Any]:
+    """One source's standing (``evaluate`` documents the rules) and what goes with it: the report,
+    the failed task's state, a problem or the reason its attempt cannot be verified."""
+    if state in SOURCE_FAILED_STATES:
+        return _SourceKind.FAILED, str(state_name(state))
+    if state in REPORTED_WHILE_DEFERRED:
+        early = None if stored is None else _report_stored_while_deferred(stored, source, task_id, incarnation, unverified_because is not None)
+        return (_SourceKind.MISSING, None) if early is None else (_SourceKind.READY, early)
+    if state != "success" or raw is None:
+        # Not finished in this incarnation yet (or a value left by another XCom backend).
+        if state == "success":
+            return _SourceKind.MISSING, f"source {source!r}: task {task_id!r} succeeded without a ready-to-close report"
+        return _SourceKind.MISSING, None
+    try:
+        report = parse_report(raw, source, task_id)
+    except CorruptState as error:
+        return _SourceKind.CORRUPT, str(error)
+    if report.incarnation > incarnation:
+        return _SourceKind.CORRUPT, (
+            f"source {source!r} reported incarnation {report.incarnation}, newer than this run's "
+            f"{incarnation}: the run was cleared while the wait ran"
+        )
+    if unverified_because is not None:
+        return _SourceKind.UNVERIFIABLE, unverified_because
+    return _SourceKind.READY, report
+
+
+def _verdict(
+    problems: Sequence[str], unverifiable: Sequence[str], failed: Mapping[str, str], missing: Sequence[str], now: float, deadline: float
+) -> Verdict:
+    """The run's verdict from its sources' standings, the most serious first."""
     if problems:
-        verdict = Verdict.CORRUPT
-    elif unverifiable:
-        verdict = Verdict.UNVERIFIABLE
-    elif failed:
-        verdict = Verdict.SOURCE_FAILED
-    elif not missing:
-        verdict = Verdict.ALL_READY
-    elif now >= deadline:
-        verdict = Verdict.DEADLINE
-    else:
-        verdict = Verdict.WAITING
-    return Evaluation(verdict, ready, tuple(missing), failed, tuple(problems), tuple(unverifiable))
+        return Verdict.CORRUPT
+    if unverifiable:
+        return Verdict.UNVERIFIABLE
+    if failed:
+        return Verdict.SOURCE_FAILED
+    if not missing:
+        return Verdict.ALL_READY
+    return Verdict.DEADLINE if now >= deadline else Verdict.WAITING
 
 
 def _report_stored_while_deferred(stored: StoredWhileDeferred, source: str, task_id: str, incarnation: int, unverified: bool) -> Report | None:
