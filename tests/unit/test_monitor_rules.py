@@ -685,3 +685,13 @@ def test_a_successful_run_whose_completed_point_was_skipped_is_not_shown_committ
     pipeline = only_pipeline(run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 60)]), NOW, 60))
     assert pipeline.outcome == "success"
     assert pipeline.phase_text == "success · cleanup due in 1m 00s"
+
+
+def test_a_pending_record_past_its_due_time_shows_the_cleanup_overdue_while_a_newer_one_waits():
+    # The older incarnation's record is past due; the sweep adopts it into the newer one's, which
+    # still waits: the soonest due time has come, so the page says overdue, not "due in 0s".
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    records = [record(NOW - 5, incarnation=0), record(NOW + 600, incarnation=1)]
+    status = run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, records), NOW, 60)
+    assert (status.retention, status.cleanup_due_at) == (RunPhase.RETAINED, NOW - 5)
+    assert only_pipeline(status).phase is PipelinePhase.CLEANUP_OVERDUE
