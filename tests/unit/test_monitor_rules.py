@@ -695,3 +695,10 @@ def test_a_pending_record_past_its_due_time_shows_the_cleanup_overdue_while_a_ne
     status = run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, records), NOW, 60)
     assert (status.retention, status.cleanup_due_at) == (RunPhase.RETAINED, NOW - 5)
     assert only_pipeline(status).phase is PipelinePhase.CLEANUP_OVERDUE
+
+
+def test_a_successful_run_is_committed_when_one_of_its_completed_points_published():
+    tasks = pipeline_tasks(deploys=("success",) * 3, commit="success")
+    tasks.append(TaskRow("sales_pipe.completed_point_late", "CompletedPointOperator", "skipped"))
+    pipeline = only_pipeline(run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 60)]), NOW, 60))
+    assert (pipeline.outcome, pipeline.phase_text) == ("committed", "committed · cleanup due in 1m 00s")
