@@ -702,3 +702,10 @@ def test_a_successful_run_is_committed_when_one_of_its_completed_points_publishe
     tasks.append(TaskRow("sales_pipe.completed_point_late", "CompletedPointOperator", "skipped"))
     pipeline = only_pipeline(run_status(facts("success", tasks, (LedgerStatus.SUCCEEDED,) * 3, [record(NOW + 60)]), NOW, 60))
     assert (pipeline.outcome, pipeline.phase_text) == ("committed", "committed · cleanup due in 1m 00s")
+
+
+def test_a_source_with_a_ledger_keeps_its_task_id_and_shows_its_tasks_refusal():
+    refused = TaskRow("grp.deploy_emea", "ZetaSparkJobOperator", "failed", refusal="clear grp.deploy_emea to run it again")
+    source = source_status(refused, [ledger("t", LedgerStatus.FAILED, ckpt=NOW - 3)], NOW, 60)
+    assert (source.task_id, source.refusal) == ("grp.deploy_emea", "clear grp.deploy_emea to run it again")
+    assert source_status(replace(refused, refusal=None), [ledger("t", LedgerStatus.FAILED)], NOW, 60).refusal is None
