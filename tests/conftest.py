@@ -29,6 +29,14 @@ from zeta_harness.cluster import SCHEMA_TEMPLATES, AirflowCluster, postgres_avai
 
 # Many clusters per session: migrate each metadata schema once and copy it (zeta_harness/cluster.py).
 SCHEMA_TEMPLATES.enabled = True
+# [zeta] min_deferral of the test clusters (the provider's default is 12 s). A trigger keeps its task
+# deferred at least this long, so that the scheduler has processed the deferring worker's exit
+# before the wake-up (else Airflow retries the task spuriously); the harness's scheduler got there
+# within 6 s on a busy 2-core host. A fake driver's job is done in a second or two, so most of its
+# deploy task's and its sensor's deferral is this floor, once per pipeline run and again per clear.
+# Tests that count tries or worker starts would fail on a spurious retry: a floor too short shows there.
+# ZETA_TEST_MIN_DEFERRAL overrides it for one session (e.g. 12, the provider's default).
+AirflowCluster.default_min_deferral_s = float(os.environ.get("ZETA_TEST_MIN_DEFERRAL", "8"))
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = PROJECT_ROOT / "test-artifacts"

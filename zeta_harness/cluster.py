@@ -319,6 +319,7 @@ class AirflowCluster:
         executor: str = "LocalExecutor",
         celery_workers: int = 2,
         celery_concurrency: int = 3,
+        min_deferral_s: float | None = None,
     ) -> None:
         self.dags_folder = Path(dags_folder).resolve()
         if not self.dags_folder.is_dir():
@@ -352,7 +353,14 @@ class AirflowCluster:
         self.health_threshold_s = health_threshold_s
         self.task_heartbeat_timeout_s = task_heartbeat_timeout_s
         self.parallelism = parallelism
+        self.min_deferral_s = self.default_min_deferral_s if min_deferral_s is None else min_deferral_s
         self._sqlalchemy_engine: Engine | None = None
+
+    #: ``[zeta] min_deferral`` of every cluster that does not pass ``min_deferral_s``; ``None``
+    #: leaves the provider's default (12 s), as the demo, the chaos soak and the benchmarks run it.
+    #: The test session sets a shorter one (tests/conftest.py): the harness's scheduler loop is
+    #: quick, and most of a fake driver's deferred task is that floor.
+    default_min_deferral_s: float | None = None
 
     # ------------------------------------------------------------------ setup / teardown
 
@@ -416,6 +424,8 @@ class AirflowCluster:
                 "AIRFLOW__ZETA__STATE_ROOT": str(self.home / "zeta-state"),
             }
         )
+        if self.min_deferral_s is not None:
+            env["AIRFLOW__ZETA__MIN_DEFERRAL"] = str(self.min_deferral_s)
         if self.executor == "CeleryExecutor":
             env.update(self._celery_env())
         env.update(self._extra_env)
