@@ -97,9 +97,10 @@ def test_run_ends_at_once_and_its_cleanup_happens_at_the_due_time(fake_driver_cl
 
 
 # A's retention window must outlast what comes before B's cleanup starts: up to a minute for the
-# cleanup DAG's run of A's event to start (it is marked only once started), then B's whole run,
-# which takes about half a minute on an idle 2-core machine and twice that on a busy one.
-A_WINDOW_S = 120
+# cleanup DAG's run of A's event to start (it is marked only once started), then what is left of
+# B's run once its drivers are released — B starts beside A and waits, held, so only its last
+# tasks (seconds on an idle 2-core machine, up to half a minute on a busy one) come after the mark.
+A_WINDOW_S = 90
 
 
 def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time(fake_driver_cluster, tmp_path):
@@ -109,14 +110,19 @@ def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time
     ``success`` once run A's record is written (deleting them would not do: the next run's event
     window would then reach back to A's event), then letting run B's cleanup, with a shorter
     window, start a new one: that run must carry out A's record at A's due time too, not leave it
-    to the sweep."""
+    to the sweep. (B runs beside A from the start, its drivers held until A's announcement is
+    lost, so that A's window need only outlast B's last tasks.)"""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     cluster.wait_for_dag(CLEANUP_DAG)
     state_root = cluster.home / "zeta-state"
-    log = tmp_path / "launches.jsonl"
+    log, release_b = tmp_path / "launches.jsonl", tmp_path / "release-b"
+    release_b.mkdir()
     run_a = cluster.trigger_run(
         DAG_ID, "2026-04-11T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": A_WINDOW_S}
+    )
+    run_b = cluster.trigger_run(
+        DAG_ID, "2026-04-12T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release_b), "cleanup_delay": 5}
     )
     cluster.wait_for_run(DAG_ID, run_a, timeout=300)
     (record_a,) = record_files(state_root, run_a).values()
@@ -141,11 +147,12 @@ def test_a_record_whose_announcement_no_run_names_is_carried_out_at_its_due_time
         cluster.api("PATCH", run_path, {"state": "success"})
     cluster.wait_for(lambda: active_cleanup_runs() == [], 30, "no cleanup DAG run waiting")
     assert all(p.is_dir() for p in staging_a)
+    assert cluster.dag_run(DAG_ID, run_b)["state"] == "running", "B ended before it was released"
 
-    run_b = cluster.trigger_run(
-        DAG_ID, "2026-04-12T00:00:00Z", conf={"launch_log": str(log), "seconds": 1, "cleanup_delay": 5}
-    )
+    for source in SOURCES:
+        (release_b / source).write_text("go")
     cluster.wait_for_run(DAG_ID, run_b, timeout=300)
+    print(f"B ended {record_a['due_at'] - time.time():.1f}s before A's due time")
     assert time.time() < record_a["due_at"] - 10, "B took longer than A's window; lengthen it"
     deleted_at = wait_deleted(cluster, staging_a, record_a["due_at"] - time.time() + 60)
     print(f"A's staging deleted {deleted_at - record_a['due_at']:.1f}s after its due time")
@@ -260,94 +267,140 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
     assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
 
 
-@pytest.mark.parametrize("include_downstream", [False, True], ids=["without_downstream", "with_downstream"])
-def test_partial_clear_inside_the_window_loses_no_attempt_and_leaves_nothing(fake_driver_cluster, tmp_path, include_downstream):
+PARTIAL_CLEARS = {False: "2026-04-07", True: "2026-04-08"}  # include_downstream -> the run's date
+
+
+def test_partial_clears_inside_the_window_lose_no_attempt_and_leave_nothing(fake_driver_cluster, tmp_path):
     """G5: deploy_beta, ready_to_close and completed_point of a published run
     cleared through the REST clear endpoint, without downstream (its default: the cleanup is not
-    cleared) and with it. Incarnation 1 publishes alpha's and gamma's incarnation-0 attempts and
-    beta's new one. The old record falls due while incarnation 1 still runs (beta is held): its
-    attempts must stay (the old rule deleted alpha's and gamma's, which incarnation 1 was about to
-    publish); afterwards every path — old attempts, beta's new attempt, the replaced partition's
-    tombstone — is deleted by some cleanup, not before incarnation 1's own window."""
+    cleared) and with it — two runs, one per way, side by side (their waits overlap). Incarnation 1
+    publishes alpha's and gamma's incarnation-0 attempts and beta's new one. The old record falls
+    due while incarnation 1 still runs (beta is held): its attempts must stay (the old rule deleted
+    alpha's and gamma's, which incarnation 1 was about to publish); afterwards every path — old
+    attempts, beta's new attempt, the replaced partition's tombstone — is deleted by some cleanup,
+    not before incarnation 1's own window."""
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     cluster.wait_for_dag(CLEANUP_DAG)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
-    log, release = tmp_path / "launches.jsonl", tmp_path / "release"
-    release.mkdir()
-    for source in SOURCES:
-        (release / source).write_text("go")
-    ds, window = ("2026-04-07", "2026-04-08")[include_downstream], 20
-    run_id = cluster.trigger_run(
-        DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release), "cleanup_delay": window}
-    )
-    cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=300)
-    cluster.wait_for(lambda: record_files(state_root, run_id), 120, "the cleanup recorded")
-    old = record_files(state_root, run_id)["counting.cleanup-0.json"]
-    first = tokens_by_task(log)
-    kept = [state_root / p for p in old["state_paths"] if p.rsplit("/", 1)[-1] in (first["counting.deploy_alpha"] + first["counting.deploy_gamma"])]
-    assert len(kept) == 2
-    # A published run, ended: a clear sent while the scheduler marks the run success (the record
-    # is written moments before the cleanup task ends) can be overwritten by that stale success on
-    # SQLite, leaving the cleared tasks unscheduled in a finished run (Airflow's race, not this one).
-    cluster.wait_for_run(DAG_ID, run_id, timeout=120)
+    window = 20
+    runs: dict[bool, dict] = {}
+    for include_downstream, ds in PARTIAL_CLEARS.items():
+        name = "with_downstream" if include_downstream else "without_downstream"
+        log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
+        release.mkdir()
+        for source in SOURCES:
+            (release / source).write_text("go")
+        run_id = cluster.trigger_run(
+            DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release), "cleanup_delay": window}
+        )
+        runs[include_downstream] = {"ds": ds, "log": log, "release": release, "run_id": run_id}
+    for run in runs.values():
+        run_id = run["run_id"]
+        cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=300)
+        cluster.wait_for(lambda run_id=run_id: record_files(state_root, run_id), 120, "the cleanup recorded")
+        old = run["old"] = record_files(state_root, run_id)["counting.cleanup-0.json"]
+        first = tokens_by_task(run["log"])
+        run["kept"] = [
+            state_root / p
+            for p in old["state_paths"]
+            if p.rsplit("/", 1)[-1] in (first["counting.deploy_alpha"] + first["counting.deploy_gamma"])
+        ]
+        assert len(run["kept"]) == 2
+        # A published run, ended: a clear sent while the scheduler marks the run success (the record
+        # is written moments before the cleanup task ends) can be overwritten by that stale success on
+        # SQLite, leaving the cleared tasks unscheduled in a finished run (Airflow's race, not this one).
+        cluster.wait_for_run(DAG_ID, run_id, timeout=120)
 
-    (release / "beta").unlink()  # incarnation 1's beta waits until released
-    cluster.api(
-        "POST",
-        f"/dags/{DAG_ID}/clearTaskInstances",
-        {
-            "dry_run": False,
-            "dag_run_id": run_id,
-            "task_ids": ["counting.deploy_beta", "counting.ready_to_close", "counting.completed_point"],
-            "only_failed": False,
-            "include_downstream": include_downstream,
-        },
-    )
-    cluster.wait_for(lambda: len(tokens_by_task(log)["counting.deploy_beta"]) == 2, 120, "beta redeployed")
-    cluster.wait_for(lambda: time.time() > old["due_at"] + 10, window + 60, "the old record past due")
-    assert all(p.is_dir() for p in kept), "attempts incarnation 1 reads were deleted at the old due time"
-    assert cluster.dag_run(DAG_ID, run_id)["state"] == "running"
+    for include_downstream, run in runs.items():
+        (run["release"] / "beta").unlink()  # incarnation 1's beta waits until released
+        cluster.api(
+            "POST",
+            f"/dags/{DAG_ID}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run["run_id"],
+                "task_ids": ["counting.deploy_beta", "counting.ready_to_close", "counting.completed_point"],
+                "only_failed": False,
+                "include_downstream": include_downstream,
+            },
+        )
+    for run in runs.values():
+        cluster.wait_for(lambda log=run["log"]: len(tokens_by_task(log)["counting.deploy_beta"]) == 2, 120, "beta redeployed")
+    for run in runs.values():
+        cluster.wait_for(lambda old=run["old"]: time.time() > old["due_at"] + 10, window + 60, "the old record past due")
+        assert all(p.is_dir() for p in run["kept"]), "attempts incarnation 1 reads were deleted at the old due time"
+        assert cluster.dag_run(DAG_ID, run["run_id"])["state"] == "running"
 
-    (release / "beta").write_text("go")
-    cluster.wait_for_run(DAG_ID, run_id, timeout=300)
-    ended_at = time.time()
-    tokens = tokens_by_task(log)
-    second = marker(cluster, ds)
-    assert second["incarnation"] >= 1
-    assert second["tokens"] == {
-        "alpha": tokens["counting.deploy_alpha"][0],
-        "beta": tokens["counting.deploy_beta"][1],
-        "gamma": tokens["counting.deploy_gamma"][0],
-    }
-    part = output / f"ds={ds}"
-    for source in SOURCES:
-        files = sorted((part / f"source={source}").glob("*.json"))
-        rows = [row for path in files for row in json.loads(path.read_text())]
-        assert {r["token"] for r in rows} == {second["tokens"][source]} and len(rows) == expected_row_count(source)
-    everything = kept + [state_root / p for p in old["state_paths"]]
-    everything.append(next(p for p in (state_root / "runs").rglob(tokens["counting.deploy_beta"][1]) if p.is_dir()))
+    for run in runs.values():
+        (run["release"] / "beta").write_text("go")
+
+    def ended() -> bool:
+        """Airflow's end time of each run, as it says (not when this test happened to look)."""
+        for run in runs.values():
+            if "ended_at" not in run:
+                state = cluster.dag_run(DAG_ID, run["run_id"])
+                assert state["state"] in ("queued", "running", "success"), state
+                if state["state"] == "success":
+                    run["ended_at"] = _epoch(state["end_date"])
+        return all("ended_at" in run for run in runs.values())
+
+    cluster.wait_for(ended, 300, "both runs ended", interval=0.5)
+    everything: list = []
+    for run in runs.values():
+        ds, old, kept = run["ds"], run["old"], run["kept"]
+        tokens = tokens_by_task(run["log"])
+        second = run["second"] = marker(cluster, ds)
+        assert second["incarnation"] >= 1
+        assert second["tokens"] == {
+            "alpha": tokens["counting.deploy_alpha"][0],
+            "beta": tokens["counting.deploy_beta"][1],
+            "gamma": tokens["counting.deploy_gamma"][0],
+        }
+        part = output / f"ds={ds}"
+        for source in SOURCES:
+            files = sorted((part / f"source={source}").glob("*.json"))
+            rows = [row for path in files for row in json.loads(path.read_text())]
+            assert {r["token"] for r in rows} == {second["tokens"][source]} and len(rows) == expected_row_count(source)
+        everything += kept + [state_root / p for p in old["state_paths"]]
+        everything.append(next(p for p in (state_root / "runs").rglob(tokens["counting.deploy_beta"][1]) if p.is_dir()))
     tombstones = output / "_zeta_tombstones"
     assert any(tombstones.rglob("_zeta_commit.json")), "incarnation 0's partition was kept as a tombstone"
     # Nothing goes before incarnation 1's own window ends (it read alpha's and gamma's attempts).
-    cluster.wait_for(lambda: time.time() >= ended_at + window - 4, window, "just before incarnation 1's window ends")
-    assert all(p.exists() for p in kept), "the attempts incarnation 1 published went before its window ended"
+    for run in sorted(runs.values(), key=lambda r: r["ended_at"]):
+        ended_at = run["ended_at"]
+        cluster.wait_for(lambda ended_at=ended_at: time.time() >= ended_at + window - 4, window, "just before incarnation 1's window ends")
+        assert all(p.exists() for p in run["kept"]), "the attempts incarnation 1 published went before its window ended"
     wait_deleted(cluster, everything, 90)
     cluster.wait_for(lambda: not any(tombstones.rglob("*")), 30, "the tombstone deleted")
-    cluster.wait_for(lambda: not run_directory(state_root, DAG_ID, run_id).exists(), 30, "run bookkeeping removed")
-    assert marker(cluster, ds) == second
+    for run in runs.values():
+        cluster.wait_for(lambda run_id=run["run_id"]: not run_directory(state_root, DAG_ID, run_id).exists(), 30, "run bookkeeping removed")
+        assert marker(cluster, run["ds"]) == run["second"]
     assert leftovers_past_due(state_root, [output], dag_ids=PIPELINE_DAGS) == []
+
+
+def start_held_runs(cluster, tmp_path, *runs: tuple[str, str]) -> list[tuple[str, list[str]]]:
+    """Runs (date, name) whose three drivers keep running (no release), every deploy task deferred:
+    all triggered first, then waited for together. Returns (run id, driver tokens) per run."""
+    started = []
+    for ds, name in runs:
+        log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
+        release.mkdir()
+        run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
+        started.append((run_id, log))
+    held = []
+    for run_id, log in started:
+        cluster.wait_for(lambda log=log: len(launches(log)) == 3, 120, "three drivers running")
+        for source in SOURCES:
+            cluster.wait_for_task(DAG_ID, run_id, f"counting.deploy_{source}", {"deferred"}, timeout=60)
+        held.append((run_id, [e["token"] for e in launches(log)]))
+    return held
 
 
 def start_held_run(cluster, tmp_path, ds: str, name: str):
     """A run whose three drivers keep running (no release), all three deploy tasks deferred."""
-    log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
-    release.mkdir()
-    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release)})
-    cluster.wait_for(lambda: len(launches(log)) == 3, 120, "three drivers running")
-    for source in SOURCES:
-        cluster.wait_for_task(DAG_ID, run_id, f"counting.deploy_{source}", {"deferred"}, timeout=60)
-    return run_id, [e["token"] for e in launches(log)]
+    ((run_id, tokens),) = start_held_runs(cluster, tmp_path, (ds, name))
+    return run_id, tokens
 
 
 def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_sweep(fake_driver_cluster, tmp_path):
@@ -362,8 +415,9 @@ def test_run_marked_failed_by_hand_is_cleaned_by_its_teardown_or_else_by_the_swe
     cluster.wait_for_dag(DAG_ID)
     cluster.wait_for_dag(SWEEP_DAG)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
-    by_teardown, teardown_tokens = start_held_run(cluster, tmp_path, "2026-04-02", "teardown")
-    by_sweep, sweep_tokens = start_held_run(cluster, tmp_path, "2026-04-04", "sweep")
+    (by_teardown, teardown_tokens), (by_sweep, sweep_tokens) = start_held_runs(
+        cluster, tmp_path, ("2026-04-02", "teardown"), ("2026-04-04", "sweep")
+    )
     cluster.kill("triggerer")
     try:
         cluster.api(
