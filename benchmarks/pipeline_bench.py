@@ -98,7 +98,7 @@ def hops(run: dict, task_instances: list[dict], launches: list[dict], provider: 
         def end_of(prefix: str) -> float:
             return max(epoch(ti["end_date"]) or 0.0 for ti in task_instances if ti["task_id"].startswith(prefix))
 
-        deploys, ready = end_of("regional_sales.deploy_"), end_of("regional_sales.ready_to_close")
+        deploys, ready = end_of("regional_sales.deploy"), end_of("regional_sales.ready_to_close")
         result[PROVIDER_STEPS[0]] = deploys - points[3]
         result[PROVIDER_STEPS[1]] = ready - deploys
         result[PROVIDER_STEPS[2]] = published - ready

@@ -1,9 +1,11 @@
-"""Example: three regional sources, one output table, published once per day.
+"""Example: regional sources decided at run time, one output table, published once per day.
 
-Each region's PySpark job (``jobs/regional_sales_job.py``) writes that day's sales to its own
-staging directory; when all three have reported ready-to-close, the completed point publishes
-``{output}/ds={ds}/source={region}/`` at once. ``spark.read.parquet(output)`` then sees the three
-regions of a day or none of them.
+A discovery task (``regions``) returns the regions to load for the day — a fixed three here, where a
+real pipeline would list its landing zone or a tenant table — and the pipeline maps its deploy task
+over them (``zeta_pipeline(sources=regions())``: one map index per region). Each region's PySpark job (``jobs/regional_sales_job.py``) writes that day's sales to its own
+staging directory; when every region of the run has reported ready-to-close, the completed point publishes
+``{output}/ds={ds}/source={region}/`` at once. ``spark.read.parquet(output)`` then sees every region
+of a day or none of them. A run's ``conf`` may name its regions (``{"regions": ["emea"]}``).
 
 The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``; the
 schedule is ``@daily`` unless ``$ZETA_EXAMPLE_SCHEDULE`` says otherwise (empty: manual runs only,
@@ -22,7 +24,7 @@ import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, get_current_context, task
 
 from airflow_provider_zeta import zeta_pipeline
 
@@ -44,9 +46,17 @@ with DAG(
     tags=["zeta", "example"],
     params={"work_seconds": 0},
 ):
+
+    @task
+    def regions() -> list[str]:
+        """The regions to load for this run: the run's ``conf["regions"]``, else all three."""
+        conf = get_current_context()["dag_run"].conf or {}
+        return list(conf.get("regions") or REGIONS)
+
     zeta_pipeline(
         "regional_sales",
-        sources={region: JOB for region in REGIONS},
+        sources=regions(),  # decided at run time: one mapped deploy task, a map index per region
+        application=JOB,
         output=OUTPUT,
         cleanup_delay=float(os.environ["ZETA_EXAMPLE_CLEANUP_DELAY"]) if os.environ.get("ZETA_EXAMPLE_CLEANUP_DELAY") else None,
         conn_id="spark_default",
