@@ -383,7 +383,9 @@ def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_de
     launch_log, release = home / f"launch-{ds}.jsonl", home / f"release-{ds}"
     release.mkdir()
     # The fake spark-submit: the driver is the provider's real bootstrap in Python, with no JVM
-    # (a JVM does not start under libfaketime 0.9.10). The driver's wall clock is its host's.
+    # (a JVM under libfaketime 0.9.10 spun in every timed wait until faketime_monotonic_fix.c sent
+    # monotonic condition-variable waits to the C library; a real spark-submit here is not tried
+    # yet). The driver's wall clock is its host's.
     no_jvm = {"PATH": f"{FAKE_SPARK_DIR}:{os.environ.get('PATH', '')}"}
     launcher_name, replacer_name = workers(cluster)
     stopped_after = STOPPED_AFTER_FACTOR * LOST_AFTER_S
