@@ -709,3 +709,10 @@ def test_a_source_with_a_ledger_keeps_its_task_id_and_shows_its_tasks_refusal():
     source = source_status(refused, [ledger("t", LedgerStatus.FAILED, ckpt=NOW - 3)], NOW, 60)
     assert (source.task_id, source.refusal) == ("grp.deploy_emea", "clear grp.deploy_emea to run it again")
     assert source_status(replace(refused, refusal=None), [ledger("t", LedgerStatus.FAILED)], NOW, 60).refusal is None
+
+
+@pytest.mark.parametrize("task_id", ["outer.inner.deploy_x", "deploy_x", "grp.x"])
+def test_a_ledger_without_a_source_is_named_after_the_last_part_of_its_task_id(task_id):
+    task = TaskRow(task_id, "ZetaSparkJobOperator", "running")
+    source = source_status(task, [ledger("t", ckpt=NOW - 3, source=None)], NOW, 60)
+    assert (source.source, source.driver) == ("x", "running")
