@@ -689,13 +689,15 @@ class Monitor:
             limit, offset = page_bounds(len(chosen), limit, offset)
             page = chosen[offset : offset + limit]
             total = len(chosen)
+        # The page's runs' audit outcomes: one query, for the runs shown only.
+        audits = _audit_outcomes(self.session, [row for row, _ in page])
         return {
             "section": section.value,
             "total": total,
             "limit": limit,
             "offset": offset,
             "generated_at": self.now,
-            "runs": [self._run_json(status, row) for row, status in page],
+            "runs": [self._run_json(status, row, audits[(row["dag_id"], row["run_id"])]) for row, status in page],
             "overdue_cleanups": self.overdue(),
         }
 

@@ -122,3 +122,12 @@ def test_chart_geometry_and_escaping():
     assert ("44.0", "10.0", "b", "r1") in points
     assert len(points) == 3  # b has no count in r2
     assert render_rows_charts({"dag_id": "d", "pipelines": {}}) == '<div id="zeta-rows" data-dag="d"></div>'
+
+
+def test_the_lists_show_audit_results_too(client, engine):  # noqa: F811
+    run_id = client.live["running"]
+    put_xcom(engine, run_id, AUDIT_RESULTS_XCOM, refused_outcome({"a": 1}))
+    listed = client.get("/api/runs", params={"section": "running"}).json()
+    (run,) = [r for r in listed["runs"] if r["run_id"] == run_id]
+    assert run["pipelines"][0]["sources"][0]["audits"][0]["passed"] is False
+    assert 'data-audits="p">audit failed: a</span>' in client.get("/ui", params={"dag_id": DAG}).text
