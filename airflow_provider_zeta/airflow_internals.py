@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from airflow.models.dagrun import DagRun
     from airflow.models.task_state_store import TaskStateStoreModel
     from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
 
 
 class AirflowConfig(Protocol):
@@ -145,6 +146,13 @@ def task_instance_model() -> type[TaskInstance]:
     from airflow.models.taskinstance import TaskInstance
 
     return TaskInstance
+
+
+def xcom_model() -> type[XComModel]:
+    """The ORM model of an XCom row (the plugin's audit results and row counts; API server only)."""
+    from airflow.models.xcom import XComModel
+
+    return XComModel
 
 
 def task_state_store_model() -> type[TaskStateStoreModel]:

@@ -58,6 +58,7 @@ from airflow_provider_zeta.airflow_internals import (
     task_instance_model,
     task_state_store_model,
     user_dependency,
+    xcom_model,
 )
 from airflow_provider_zeta.core.audits import AUDIT_RESULTS_XCOM, parse_outcome, rows_history
 from airflow_provider_zeta.core.cleanup import (
@@ -308,10 +309,10 @@ ROWS_CHART_RUNS = 20
 def _xcom_values(session, runs: list[dict[str, Any]], keys: tuple[str, ...], operator: str) -> list[tuple[str, str, str, str, Any]]:
     """(dag id, run id, task id, key, value) of the XComs ``keys`` of ``runs``' tasks of ``operator``
     (one query; values as stored: JSON text)."""
-    from airflow.models.xcom import XComModel
     from sqlalchemy import and_, select
 
     TaskInstance = task_instance_model()
+    XComModel = xcom_model()
 
     if not runs:
         return []

@@ -148,8 +148,9 @@ def test_lazy_load_providers_is_airflows_setting():
         (internals.task_instance_model, ["dag_id", "run_id", "task_id", "map_index", "operator", "state", "try_number"]),
         (internals.task_state_store_model, ["dag_id", "run_id", "task_id", "map_index", "key", "value"]),
         (internals.dag_model, ["dag_id", "is_paused", "is_stale"]),
+        (internals.xcom_model, ["dag_id", "run_id", "task_id", "map_index", "key", "value"]),
     ],
-    ids=["DagRun", "TaskInstance", "TaskStateStoreModel", "DagModel"],
+    ids=["DagRun", "TaskInstance", "TaskStateStoreModel", "DagModel", "XComModel"],
 )
 def test_the_models_have_the_columns_the_plugin_queries(model, columns):
     from sqlalchemy import select
