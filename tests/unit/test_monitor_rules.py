@@ -716,3 +716,9 @@ def test_a_ledger_without_a_source_is_named_after_the_last_part_of_its_task_id(t
     task = TaskRow(task_id, "ZetaSparkJobOperator", "running")
     source = source_status(task, [ledger("t", ckpt=NOW - 3, source=None)], NOW, 60)
     assert (source.source, source.driver) == ("x", "running")
+
+
+def test_a_group_without_deploy_tasks_is_skipped_and_the_groups_after_it_still_listed():
+    tasks = [TaskRow("a_first.cleanup", "DelayedCleanupOperator", "deferred")] + pipeline_tasks(group="b_second")
+    status = run_status(RunFacts(DAG, RUN, "running", tasks), NOW, 60)
+    assert [pipeline.pipeline for pipeline in status.pipelines] == ["b_second"]
