@@ -22,6 +22,13 @@ _LAZY_PUBLIC_NAMES: dict[str, str] = {
     "zeta_sweep_dag": "airflow_provider_zeta.maintenance",
     "zeta_cleanup_dag": "airflow_provider_zeta.maintenance",
     "CheckpointFreshnessSensor": "airflow_provider_zeta.sensors.checkpoint_freshness",
+    # Write-audit-publish: the audits a completed point runs before it publishes.
+    "rows_within": "airflow_provider_zeta.core.audits",
+    "same_schema": "airflow_provider_zeta.core.audits",
+    "not_null": "airflow_provider_zeta.core.audits",
+    "unique_key": "airflow_provider_zeta.core.audits",
+    "user_audit": "airflow_provider_zeta.core.audits",
+    "SourceFacts": "airflow_provider_zeta.core.audits",
 }
 
 __all__ = ["__version__", *_LAZY_PUBLIC_NAMES]
