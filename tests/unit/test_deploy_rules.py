@@ -120,3 +120,8 @@ def test_a_deferral_is_refused_by_executor_class_whatever_its_configured_name():
     assert alias is not None and "Set deferrable=False" in alias
     assert deferral_refusal("KubernetesExecutor", True, True, executor_classes=("LocalExecutor",)) is None
     assert deferral_refusal(None, True, True) is None
+
+
+def test_a_job_timeout_says_whose_clock_measured_it():
+    timed_out = decide(observe(rec=record(Phase.LAUNCHED, intent_at=NOW - 45), led=ledger(), timing=TIMED))
+    assert "45s after its launch intent (by the launching task's clock, kept in the task state store); stopping it" in timed_out.reason
