@@ -5,7 +5,8 @@ real pipeline would list its landing zone or a tenant table — and the pipeline
 over them (``zeta_pipeline(sources=regions())``: one map index per region). Each region's PySpark job (``jobs/regional_sales_job.py``) writes that day's sales to its own
 staging directory; when every region of the run has reported ready-to-close, the completed point publishes
 ``{output}/ds={ds}/source={region}/`` at once. ``spark.read.parquet(output)`` then sees every region
-of a day or none of them. A run's ``conf`` may name its regions (``{"regions": ["emea"]}``).
+of a day or none of them, and only after every region passed its audit (at least one row). A run's
+``conf`` may name its regions (``{"regions": ["emea"]}``).
 
 The output root is ``$ZETA_EXAMPLE_OUTPUT`` or ``$AIRFLOW_HOME/zeta-output/regional_sales``; the
 schedule is ``@daily`` unless ``$ZETA_EXAMPLE_SCHEDULE`` says otherwise (empty: manual runs only,
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from airflow.sdk import DAG, get_current_context, task
 
-from airflow_provider_zeta import zeta_pipeline
+from airflow_provider_zeta import rows_within, zeta_pipeline
 
 JOB = str(Path(__file__).resolve().parent / "jobs" / "regional_sales_job.py")
 REGIONS = ("emea", "amer", "apac")
@@ -68,4 +69,7 @@ with DAG(
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "512m"},
         deploy_kwargs={"retries": 3, "retry_delay": timedelta(seconds=5)},
         ready_timeout=timedelta(hours=1),  # any duration: a timedelta or seconds
+        # Audited before anything is published: every region delivered at least one sale (the
+        # count its driver reported; no Spark job needed). A failed audit leaves the table as it was.
+        audits=[rows_within(min=1)],
     )
