@@ -540,6 +540,19 @@ def decide_audits(audits: Sequence[Audit], facts: Mapping[str, SourceFacts]) -> 
     return AuditOutcome(tuple(results), tuple(audit.describe() for audit in audits))
 
 
+def audited_before(publishing: Any, commit: str) -> bool:
+    """Whether an earlier try of this completed point already passed the audits of ``commit``.
+
+    ``publishing`` is the task's publish fence record (``{"commit_id": ..., "at": ...}``), written
+    only after the audits passed, right before the table changes. When it names ``commit`` (the
+    same commit id: the same reporting attempts, hence the same staged data), the earlier try was
+    interrupted in the middle of its publish — possibly between the two renames of a replacement,
+    with the old partition already a tombstone — and the retry finishes that publish without
+    auditing again: audits that fail now (tightened, a user callable, an audit job that no longer
+    runs) would otherwise leave the table without the partition. Anything else: audit."""
+    return isinstance(publishing, Mapping) and publishing.get("commit_id") == commit
+
+
 def parse_outcome(value: Any) -> dict[str, Any] | None:
     """An ``AUDIT_RESULTS_XCOM`` value as stored (JSON text or data), for readers such as the
     plugin; ``None`` when it is not one."""

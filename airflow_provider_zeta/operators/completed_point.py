@@ -59,7 +59,10 @@ Audits (write-audit-publish)
     partition and the staging stay exactly as they were, and the run's delayed cleanup still
     applies. Clearing the failed sources with ``ready_to_close`` and downstream re-runs them and
     audits their new attempts. A re-execution that finds its commit already published audits
-    nothing (``already_published`` is decided first). A failure to run the audit job (spark-submit
+    nothing (``already_published`` is decided first), and a retry of a try that passed the audits
+    of this very commit and was killed in its publish (its fence record ``zeta_publishing`` names
+    the commit; ``core.audits.audited_before``) finishes that publish without auditing again: a
+    replacement killed between its two renames has no partition in the table until then. A failure to run the audit job (spark-submit
     fails, no result) is an ordinary error: the task retries.
 
 Asset events: exactly one per new commit
@@ -118,6 +121,7 @@ from airflow_provider_zeta.core.audits import (
     SourceFacts,
     SparkRequest,
     audit_job_request,
+    audited_before,
     check_audits,
     decide_audits,
     parse_audit_job_result,
@@ -128,8 +132,10 @@ from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
     OUTPUT_DIR,
     PENDING_DIR,
+    TOMBSTONE_SEGMENT_JOIN,
     attempt_dir,
     run_pending_dir,
+    run_tombstones_dir,
     tombstone_dir,
 )
 from airflow_provider_zeta.core.publish import (
@@ -336,7 +342,12 @@ class CompletedPointOperator(BaseOperator):
             if staging is None:
                 staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
                 # Before anything is written into the table: a failed audit leaves it as it is.
-                self.audit(context, state, sources, staging)
+                if audited_before(context["task_state_store"].get(PUBLISHING_KEY), ours):
+                    # An earlier try passed the audits of this very commit and was killed in its
+                    # publish (the table may lack the partition): finish it, do not audit again.
+                    self.log.info("zeta.audit.resumed: commit %s passed its audits in an earlier try; finishing its publish", ours)
+                else:
+                    self.audit(context, state, sources, staging, absent=_absent_note(out, (ti.dag_id, ti.run_id), part, exists))
                 # Registered before anything is written into the table, so that the cleanup and
                 # the sweep know where this run's pending directories and tombstones can be.
                 register_output(state, ti.dag_id, ti.run_id, self.output_root)
@@ -417,9 +428,12 @@ class CompletedPointOperator(BaseOperator):
         state: StateStorage,
         sources: Mapping[str, Any],
         staging: Mapping[str, tuple[str, dict[str, int] | None]],
+        absent: str | None = None,
     ) -> AuditOutcome | None:
         """Audit the reporting attempts' staged outputs (``core.audits``); fail the task when an
-        audit fails. Logs and pushes the outcome (XCom ``zeta_audit_results``) either way."""
+        audit fails. Logs and pushes the outcome (XCom ``zeta_audit_results``) either way.
+        ``absent``: why the table lacks the partition although it was published (``_absent_note``),
+        said in the failure instead of "as they were"."""
         if not self.audits:
             return None
         facts = {
@@ -449,9 +463,13 @@ class CompletedPointOperator(BaseOperator):
             else:
                 self.log.error("zeta.audit.failed: %s on %s: %s %s", result.audit, result.source, result.message, numbers)
         if not outcome.passed:
+            table = (
+                f"Nothing was published by this try, and the staging is as it was; but {absent}"
+                if absent
+                else "Nothing was published: the partition and the staging are as they were"
+            )
             raise AirflowFailException(
-                f"[zeta.audit.failed] {outcome.summary()}. Nothing was published: the partition and the "
-                f"staging are as they were. Fix the input of {list(outcome.failed_sources) or 'the sources'} and "
+                f"[zeta.audit.failed] {outcome.summary()}. {table}. Fix the input of {list(outcome.failed_sources) or 'the sources'} and "
                 f"clear their deploy tasks together with {self.ready_task_id} and downstream."
             )
         self.log.info("zeta.audit.all_passed: %s", outcome.summary())
@@ -509,6 +527,23 @@ class CompletedPointOperator(BaseOperator):
             raise AirflowFailException(f"[zeta.publish.unverified_attempt] {problem}; nothing was published")
         assert isinstance(ledger, Ledger)  # attempt_problem finds no problem in a succeeded ledger only
         return f"{relative}/{OUTPUT_DIR}", ledger.files
+
+
+def _absent_note(out: StateStorage, run_key: tuple[str, str], part: str, exists: bool) -> str | None:
+    """When the partition is missing although an earlier try of this run moved a published one
+    aside (killed between the two renames of a replacement of another commit): what to tell the
+    user instead of "the partition is as it was". ``None`` otherwise."""
+    if exists:
+        return None
+    prefix = part.replace("/", TOMBSTONE_SEGMENT_JOIN) + "-"
+    tombstones = sorted(e for e in out.list_dir(run_tombstones_dir(*run_key)) if e.startswith(prefix))
+    if not tombstones:
+        return None
+    where = out.url_of(f"{run_tombstones_dir(*run_key)}/{tombstones[-1]}")
+    return (
+        f"the partition {out.url_of(part)} is absent: an earlier try of this run moved the published "
+        f"one aside to {where} and was killed before its replacement was in place"
+    )
 
 
 def _run_deleted(ti: Any, owner: Owner | None) -> bool:

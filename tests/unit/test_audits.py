@@ -312,3 +312,11 @@ def test_rows_history_prefers_the_publish_and_keeps_a_refused_runs_rows():
     assert rows_history([("r", [{"commit_id": "c", "rows": {"a": -1, "b": True, "c": None}}], [])])[""][0].rows == {
         "a": None, "b": None, "c": None
     }
+
+
+def test_a_commit_is_audited_unless_the_publish_fence_of_an_earlier_try_names_it():
+    from airflow_provider_zeta.core.audits import audited_before
+
+    assert audited_before({"commit_id": "c1", "at": 1.0}, "c1")
+    assert not audited_before({"commit_id": "c0", "at": 1.0}, "c1")  # another commit's publish
+    assert not audited_before(None, "c1") and not audited_before("c1", "c1") and not audited_before({}, "c1")

@@ -208,3 +208,53 @@ def test_zeta_pipeline_passes_its_audits_and_spark_connection_to_the_completed_p
     audited, plain = dag.get_task("p.completed_point"), dag.get_task("q.completed_point")
     assert list(audited.audits) == audits and audited.audit_conn_id == "spark_audit"
     assert plain.audits == ()
+
+
+def crash_at(monkeypatch, window: str) -> None:
+    """Kill the task (an exception it does not handle) at the named crash window."""
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    class Killed(BaseException):
+        pass
+
+    def failure_window(self, name, context):
+        if name == window:
+            raise Killed(name)
+
+    monkeypatch.setattr(CompletedPointOperator, "failure_window", failure_window)
+    return Killed
+
+
+def test_a_replacement_killed_between_its_renames_is_finished_by_the_retry_without_auditing_again(harness, monkeypatch):
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    harness.publish("t1", {"eu": 10, "us": 20}, [rows_within(min=5)])
+    killed = crash_at(monkeypatch, "between_renames")
+    with pytest.raises(killed):
+        harness.publish("t2", {"eu": 10, "us": 20}, [rows_within(min=5)], incarnation=1)
+    assert not (harness.table / f"ds={DS}").exists()  # the old partition is a tombstone, the new one pending
+    monkeypatch.setattr(CompletedPointOperator, "failure_window", lambda self, name, context: None)
+    monkeypatch.setattr(CompletedPointOperator, "run_audit_job", lambda *a: pytest.fail("no audit job on a resumed publish"))
+    calls = []
+    # The retry's audits would fail now (tightened, or a user callable); the fence says they passed.
+    result = harness.publish("t2", {"eu": 10, "us": 20}, [rows_within(min=15), lambda f: calls.append(f) or False], incarnation=1)
+    assert result["rule"] == "first_publish" and result["new_commit"] is True and calls == []
+    published = harness.table / f"ds={DS}" / "source=eu"
+    assert [json.loads(p.read_bytes())[0]["token"] for p in published.glob("*.json")] == ["t2"]
+
+
+def test_a_failed_audit_does_not_claim_the_table_unchanged_when_an_earlier_try_left_the_partition_aside(harness, monkeypatch):
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    harness.publish("t1", {"eu": 10, "us": 20}, [rows_within(min=5)])
+    killed = crash_at(monkeypatch, "between_renames")
+    with pytest.raises(killed):
+        harness.publish("t2", {"eu": 10, "us": 20}, [rows_within(min=5)], incarnation=1)
+    monkeypatch.setattr(CompletedPointOperator, "failure_window", lambda self, name, context: None)
+    # Another commit (new attempts after a clear) whose audit fails: the partition is still aside.
+    with pytest.raises(AirflowFailException) as failed:
+        harness.publish("t3", {"eu": 1, "us": 20}, [rows_within(min=5)], incarnation=2)
+    message = str(failed.value)
+    assert "[zeta.audit.failed]" in message and "as they were" not in message
+    assert "absent" in message and "_zeta_tombstones" in message
+    assert not (harness.table / f"ds={DS}").exists()
