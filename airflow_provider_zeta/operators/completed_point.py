@@ -48,7 +48,7 @@ How it works
 Audits (write-audit-publish)
     With ``audits=[...]`` (``core.audits``: ``rows_within``, ``same_schema``, ``not_null``,
     ``unique_key``, ``user_audit`` or a plain callable) the staged outputs of the reporting
-    attempts are audited after their ledgers are verified and before anything is written into the
+    attempts are audited after their ledgers and staging files are verified and before anything is written into the
     table: the decision is ``first_publish`` or a replacement, nothing moved yet. Row-count bounds
     use the rows each driver reported; audits that read the data are answered by the provider's
     audit job (``spark_jobs/audit_job.py``), submitted with ``SparkSubmitHook`` on
@@ -341,6 +341,12 @@ class CompletedPointOperator(BaseOperator):
                 break
             if staging is None:
                 staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
+                # Before the audits: a staging that is not what its driver recorded is a clear,
+                # final failure, not an audit job that cannot read it (checked again at the copy).
+                for name, (relative, recorded) in sorted(staging.items()):
+                    problem = staging_problem(name, sources[name].token, recorded, state.file_sizes(relative), state.url_of(relative))
+                    if problem:
+                        raise AirflowFailException(f"[zeta.publish.staging_mismatch] {problem}; nothing was published")
                 # Before anything is written into the table: a failed audit leaves it as it is.
                 if audited_before(context["task_state_store"].get(PUBLISHING_KEY), ours):
                     # An earlier try passed the audits of this very commit and was killed in its

@@ -258,3 +258,28 @@ def test_a_failed_audit_does_not_claim_the_table_unchanged_when_an_earlier_try_l
     assert "[zeta.audit.failed]" in message and "as they were" not in message
     assert "absent" in message and "_zeta_tombstones" in message
     assert not (harness.table / f"ds={DS}").exists()
+
+
+def test_a_staging_that_is_not_what_its_driver_recorded_fails_before_any_audit_runs(harness, monkeypatch):
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    stage = Harness.stage
+
+    def stage_then_add_a_file(self, token):
+        staged = stage(self, token)
+        self.state.write_atomic(f"attempts/{token}/us/output/part-9.json", b"[]")  # not recorded by its driver
+        return staged
+
+    monkeypatch.setattr(Harness, "stage", stage_then_add_a_file)
+
+    def job(*args):
+        raise AirflowException("the audit job cannot read the staging")
+
+    monkeypatch.setattr(CompletedPointOperator, "run_audit_job", job)
+    calls = []
+    with pytest.raises(AirflowFailException, match=r"\[zeta.publish.staging_mismatch\].*'us'.*part-9.json"):
+        harness.publish("t1", {"eu": 1, "us": 1}, [same_schema(), lambda f: calls.append(f) or True])
+    assert calls == [] and AUDIT_RESULTS_XCOM not in harness.xcoms
+    assert not (harness.table / f"ds={DS}").exists()
