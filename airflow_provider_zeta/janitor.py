@@ -25,6 +25,7 @@ from airflow_provider_zeta.core.cleanup import (
     held_by_interrupted_publish,
     owned_output_entry,
     parse_cleanup_record,
+    task_state_key,
 )
 from airflow_provider_zeta.core.ledger import CorruptState, parse_ledger
 from airflow_provider_zeta.core.paths import (
@@ -48,6 +49,8 @@ from airflow_provider_zeta.storage import StateStorage
 log = logging.getLogger(__name__)
 
 OutputOpener = Callable[[str], StateStorage]
+#: One driver attempt directory of a run: (task segment, map index or None, token, relative path).
+Attempt = tuple[str, int | None, str, str]
 
 
 def list_runs(state: StateStorage) -> list[tuple[str, str]]:
@@ -84,11 +87,12 @@ def find_leftovers(
     task_ids: Iterable[str] | None = None,
     roots: Iterable[str] | None = None,
     pipeline_id: str | None = None,
-) -> tuple[Leftovers, list[tuple[str, str, str]]]:
+) -> tuple[Leftovers, list[Attempt]]:
     """The run's attempt directories (of ``task_ids`` if given) and its pending/tombstone dirs (of
     ``pipeline_id`` if given: ``core.cleanup.owned_output_entry`` by each entry's commit marker).
 
-    Also returns the attempts as (task segment, token, relative path) for the driver check.
+    Also returns the attempts as (task segment, map index, token, relative path) for the driver
+    check (map index None: the directory's name is no number).
     """
     attempts = _run_attempts(state, dag_id, run_id, task_ids)
     outputs: dict[str, tuple[str, ...]] = {}
@@ -96,23 +100,33 @@ def find_leftovers(
         paths = _output_leftovers(open_output(root), root, dag_id, run_id, pipeline_id)
         if paths:
             outputs[root] = tuple(sorted(paths))
-    return Leftovers(tuple(sorted(p for _, _, p in attempts)), outputs), attempts
+    return Leftovers(tuple(sorted(p for *_, p in attempts)), outputs), attempts
 
 
 def _run_attempts(
     state: StateStorage, dag_id: str, run_id: str, task_ids: Iterable[str] | None
-) -> list[tuple[str, str, str]]:
-    """The run's attempt directories (of ``task_ids`` if given) as (task segment, token, relative path)."""
+) -> list[Attempt]:
+    """The run's attempt directories (of ``task_ids`` if given) as (task segment, map index, token,
+    relative path): ``runs/<dag>/<run>/attempts/<task>/<map index>/<token>`` (``core.paths.attempt_dir``)."""
     base = run_attempts_dir(dag_id, run_id)
     wanted = None if task_ids is None else {safe_segment(t) for t in task_ids}
     attempts = []
     for task_segment in state.list_dir(base):
         if wanted is not None and task_segment not in wanted:
             continue
-        for map_index in state.list_dir(f"{base}/{task_segment}"):
-            for token in state.list_dir(f"{base}/{task_segment}/{map_index}"):
-                attempts.append((task_segment, token, f"{base}/{task_segment}/{map_index}/{token}"))
+        for index_segment in state.list_dir(f"{base}/{task_segment}"):
+            map_index = _map_index(index_segment)
+            for token in state.list_dir(f"{base}/{task_segment}/{index_segment}"):
+                attempts.append((task_segment, map_index, token, f"{base}/{task_segment}/{index_segment}/{token}"))
     return attempts
+
+
+def _map_index(segment: str) -> int | None:
+    """The map index an attempt directory's ``<map index>`` segment names; None when it is no number."""
+    try:
+        return int(segment)
+    except ValueError:
+        return None
 
 
 def _output_leftovers(out: StateStorage, root: str, dag_id: str, run_id: str, pipeline_id: str | None) -> list[str]:
@@ -189,20 +203,27 @@ def entry_pipeline(out: StateStorage, entry: str) -> str | None:
 
 
 def driver_views(
-    state: StateStorage, attempts: list[tuple[str, str, str]], task_states: dict[str, str | None] | None = None
+    state: StateStorage, attempts: list[Attempt], task_states: dict[str, str | None] | None = None
 ) -> list[DriverView]:
-    """One view per attempt: live unless its ledger is terminal (no ledger: maybe still launching)."""
+    """One view per attempt: live unless its ledger is terminal (no ledger: maybe still launching).
+
+    ``task_states`` is Airflow's answer to its task-states call, keyed by its own names of task
+    instances (``core.cleanup.task_state_key``): a mapped instance's state is looked up by task id
+    and the map index of the attempt's directory. An attempt whose directory names no map index
+    gets no task state.
+    """
     views = []
-    for task_segment, token, relative in attempts:
+    for task_segment, map_index, token, relative in attempts:
         try:
             ledger = parse_ledger(state.read_bytes(f"{relative}/{LEDGER_FILE}"), token, state.url_of(relative))
             live = ledger is None or not ledger.status.terminal
             task_id = ledger.task_id if ledger is not None and ledger.task_id else task_segment
         except CorruptState:
             live, task_id = True, task_segment  # unknown: cancelling a dead attempt costs nothing
-        views.append(
-            DriverView(token, relative, task_id, live, None if task_states is None else task_states.get(task_id))
-        )
+        task_state = None
+        if task_states is not None and map_index is not None:
+            task_state = task_states.get(task_state_key(task_id, map_index))
+        views.append(DriverView(token, relative, task_id, live, task_state, map_index))
     return views
 
 

@@ -86,6 +86,16 @@ def state_name(state: Any) -> str | None:
     return None if state is None else str(getattr(state, "value", state))
 
 
+def task_state_key(task_id: str, map_index: int | None = -1) -> str:
+    """The name Airflow's task-states call (the Task SDK's ``get_task_states``, the execution API's
+    ``/task-instances/states``) gives a task instance in its answer: the task id when it is not
+    mapped (``map_index`` -1 or None), ``<task id>_<map index>`` for one map index of a mapped task.
+    Every lookup in such an answer goes through this function."""
+    if map_index is None or int(map_index) < 0:
+        return task_id
+    return f"{task_id}_{int(map_index)}"
+
+
 class RecordStatus(str, Enum):
     """Whether a record's paths are still to be deleted or were deleted."""
 
@@ -928,7 +938,9 @@ class DriverView:
     attempt_path: str  # relative to the state root
     task_id: str
     live: bool  # no terminal ledger (running, or never claimed)
-    task_state: str | None  # the Airflow state of the task that launched it, when known
+    task_state: str | None  # the Airflow state of the task instance that launched it, when known
+    # The map index of that task instance (-1: not mapped; None: its attempt directory names none).
+    map_index: int | None = -1
 
 
 @dataclass(frozen=True)

@@ -225,5 +225,7 @@ def run_status(ti: Any, dag_id: str, run_id: str) -> RunStatus | None:
 
 
 def _task_states(ti: Any, dag_id: str, run_id: str) -> dict[str, str | None]:
+    """The run's task states by Airflow's own names: the task id, ``<task id>_<map index>`` for a
+    mapped instance (``core.cleanup.task_state_key``, which ``janitor.driver_views`` looks them up by)."""
     states = ti.get_task_states(dag_id=dag_id, run_ids=[run_id]).get(run_id, {})
     return {task_id: state_name(state or None) for task_id, state in states.items()}
