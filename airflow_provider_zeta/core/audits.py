@@ -540,6 +540,27 @@ def decide_audits(audits: Sequence[Audit], facts: Mapping[str, SourceFacts]) -> 
     return AuditOutcome(tuple(results), tuple(audit.describe() for audit in audits))
 
 
+#: ``SparkSubmitHook`` arguments the completed point sets itself for its audit job (the application,
+#: its one argument, the connection: ``audit_conn_id``); refused in ``audit_spark_submit_kwargs``.
+AUDIT_JOB_OWN_KWARGS = ("application", "application_args", "conn_id")
+
+
+def check_audit_submit_kwargs(kwargs: Any, where: str) -> dict[str, Any]:
+    """The audit job's further ``SparkSubmitHook`` arguments, checked when the DAG is parsed: a
+    mapping, without the arguments the completed point sets itself (``AUDIT_JOB_OWN_KWARGS``)."""
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"{where}: 'audit_spark_submit_kwargs' must be a mapping of SparkSubmitHook arguments, got {kwargs!r}")
+    own = [key for key in AUDIT_JOB_OWN_KWARGS if key in kwargs]
+    if own:
+        raise ValueError(
+            f"{where}: 'audit_spark_submit_kwargs' may not set {', '.join(repr(k) for k in own)}: the completed point "
+            "sets it for its audit job (the connection is 'audit_conn_id')"
+        )
+    return dict(kwargs)
+
+
 def audited_before(publishing: Any, commit: str) -> bool:
     """Whether an earlier try of this completed point already passed the audits of ``commit``.
 

@@ -122,6 +122,7 @@ from airflow_provider_zeta.core.audits import (
     SparkRequest,
     audit_job_request,
     audited_before,
+    check_audit_submit_kwargs,
     check_audits,
     decide_audits,
     parse_audit_job_result,
@@ -209,7 +210,8 @@ class CompletedPointOperator(BaseOperator):
     :param audit_conn_id: the Spark connection the audit job is submitted on (local or client
         mode), for audits that read the data.
     :param audit_spark_submit_kwargs: further ``SparkSubmitHook`` arguments of the audit job
-        (``conf``, ``executor_memory``, ...).
+        (``conf``, ``executor_memory``, ...); not those it sets itself (``application``,
+        ``application_args``, ``conn_id``: a ``ValueError`` when the DAG is parsed).
 
     ``retries`` defaults to 3 and ``retry_delay`` to 10 seconds: a worker lost between the two
     renames of a replacement leaves the table without the partition until the retry publishes it.
@@ -260,7 +262,7 @@ class CompletedPointOperator(BaseOperator):
         self.asset = asset
         self.audits = check_audits(audits, self.task_id)
         self.audit_conn_id = audit_conn_id
-        self.audit_spark_submit_kwargs = dict(audit_spark_submit_kwargs or {})
+        self.audit_spark_submit_kwargs = check_audit_submit_kwargs(audit_spark_submit_kwargs, self.task_id)
         group = getattr(self, "task_group", None)
         self.pipeline_id = pipeline_id or (group.group_id if group is not None and group.group_id else self.task_id)
         #: What this execution returned (the partition it published or found published), for OpenLineage.

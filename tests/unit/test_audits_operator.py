@@ -283,3 +283,18 @@ def test_a_staging_that_is_not_what_its_driver_recorded_fails_before_any_audit_r
         harness.publish("t1", {"eu": 1, "us": 1}, [same_schema(), lambda f: calls.append(f) or True])
     assert calls == [] and AUDIT_RESULTS_XCOM not in harness.xcoms
     assert not (harness.table / f"ds={DS}").exists()
+
+
+@pytest.mark.parametrize("key", ["application", "application_args", "conn_id"])
+def test_audit_spark_submit_kwargs_the_operator_sets_itself_are_refused_when_the_dag_is_parsed(key):
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    with pytest.raises(ValueError, match=rf"completed_point.*audit_spark_submit_kwargs.*'{key}'"):
+        CompletedPointOperator(
+            task_id="completed_point", output_root="/t", ready_task_id="r", audits=[same_schema()],
+            audit_spark_submit_kwargs={key: "x", "executor_memory": "1g"},
+        )
+    CompletedPointOperator(  # what the operator does not set itself is passed on
+        task_id="completed_point", output_root="/t", ready_task_id="r", audits=[same_schema()],
+        audit_spark_submit_kwargs={"executor_memory": "1g", "conf": {"spark.x": "1"}},
+    )
