@@ -53,6 +53,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_provider_zeta.airflow_internals import run_task_states, xcom_get
+from airflow_provider_zeta.core.cleanup import task_state_key
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, DEPLOY_EARLY_REPORT_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
@@ -422,8 +423,7 @@ class JobWatch:
     def task_state(self) -> str | None:
         """The job task's current Airflow state, through the execution API."""
         states = run_task_states(dag_id=self.dag_id, task_ids=[self.job_task_id], run_ids=[self.run_id]).get(self.run_id, {})
-        key = self.job_task_id if self.map_index < 0 else f"{self.job_task_id}_{self.map_index}"
-        return states.get(key)
+        return states.get(task_state_key(self.job_task_id, self.map_index))
 
     def ledger(self) -> Ledger | CorruptState | None:
         """The ledger of the job's current attempt (the state root is opened on first use)."""

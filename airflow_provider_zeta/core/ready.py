@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_provider_zeta.core.cleanup import state_name
+from airflow_provider_zeta.core.cleanup import state_name, task_state_key
 from airflow_provider_zeta.core.events import REPORT_DEFERRAL_FIELD, event_is_for
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS
@@ -148,9 +148,9 @@ def split_task_ref(ref: str) -> tuple[str, int]:
 
 def task_state_name(ref: str) -> str:
     """The name Airflow's task-states call gives the task instance of ``ref``: the task id, or
-    ``<task id>_<map index>`` for a mapped instance (``airflow_internals.run_task_states``)."""
-    task_id, map_index = split_task_ref(ref)
-    return task_id if map_index < 0 else f"{task_id}_{map_index}"
+    ``<task id>_<map index>`` for a mapped instance (``airflow_internals.run_task_states``;
+    ``core.cleanup.task_state_key``)."""
+    return task_state_key(*split_task_ref(ref))
 
 
 def ref_task_ids(refs: Any) -> list[str]:

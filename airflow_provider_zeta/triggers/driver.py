@@ -64,6 +64,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TaskSuccessEvent, TriggerEvent
 
 from airflow_provider_zeta.airflow_internals import deadlock_imminent_error, run_task_states, xcom_get, xcom_set
+from airflow_provider_zeta.core.cleanup import task_state_key
 from airflow_provider_zeta.core.deploy import (
     TASK_INSTANCE_GONE,
     Timing,
@@ -468,7 +469,7 @@ def read_task_state(task_key: dict[str, Any] | None, log: Any, token: str) -> st
         states = run_task_states(dag_id=task_key["dag_id"], task_ids=[task_key["task_id"]], run_ids=[task_key["run_id"]])
         by_task = states.get(task_key["run_id"], {})
         map_index = int(task_key.get("map_index", -1))
-        task_id = task_key["task_id"] if map_index < 0 else f"{task_key['task_id']}_{map_index}"
+        task_id = task_state_key(task_key["task_id"], map_index)
         if task_id not in by_task:
             # The answer came, without this task instance: its run was deleted. Nothing will
             # wait on the driver again, and a run re-created under this id must not find it.
