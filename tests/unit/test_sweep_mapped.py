@@ -119,3 +119,14 @@ def test_the_sweeps_run_view_looks_mapped_instances_up_by_airflows_names(state, 
     view = sweep._run_view(FakeTI(), state, DAG, RUN)
     assert {d.token: d.task_state for d in view.drivers} == {"mapped2": "success", "plain": "running"}
     assert [d.token for d in plan_sweep(view, time.time(), RETENTION).stop] == ["mapped2"]
+
+
+def test_the_delayed_cleanup_finds_and_stops_every_map_index_of_its_tasks(state):
+    """The delayed cleanup names its tasks by task id alone (``task_ids``) and asks no task state:
+    every map index's attempts are its leftovers, and every live driver among them is stopped."""
+    write_attempt(state, "p.deploy", 0, "mapped0")
+    write_attempt(state, "p.deploy", 1, "mapped1", status="succeeded")
+    write_attempt(state, "q.deploy", -1, "other")
+    leftovers, attempts = janitor.find_leftovers(state, DAG, RUN, StateStorage.from_url, task_ids=["p.deploy"])
+    assert leftovers.state_paths == tuple(sorted(attempt_dir(DAG, RUN, "p.deploy", i, f"mapped{i}") for i in (0, 1)))
+    assert [v.token for v in janitor.driver_views(state, attempts) if v.live] == ["mapped0"]
