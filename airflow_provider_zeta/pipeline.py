@@ -129,11 +129,17 @@ def zeta_pipeline(
     :param audits: audits of the staged data before the publish (write-audit-publish, ``core.audits``:
         ``rows_within``, ``same_schema``, ``not_null``, ``unique_key``, ``user_audit`` or a callable);
         a failed audit fails the completed point and publishes nothing. Audits that read the data
-        run in the provider's audit job on ``conn_id``.
+        run in the provider's audit job on ``conn_id`` with ``conf``, merged with
+        ``completed_point_kwargs["audit_spark_submit_kwargs"]["conf"]`` (which wins per key).
     """
     if audits:
-        # The completed point audits; its audit job runs on the pipeline's Spark connection.
-        completed_point_kwargs = {"audits": audits, "audit_conn_id": conn_id, **dict(completed_point_kwargs or {})}
+        # The completed point audits; its audit job runs on the pipeline's Spark connection and
+        # conf (e.g. spark.hadoop.* credentials), like the deploy tasks.
+        given = dict(completed_point_kwargs or {})
+        submit = dict(given.pop("audit_spark_submit_kwargs", None) or {})
+        if conf:
+            submit["conf"] = {**dict(conf), **dict(submit.get("conf") or {})}
+        completed_point_kwargs = {"audits": audits, "audit_conn_id": conn_id, "audit_spark_submit_kwargs": submit, **given}
     if isinstance(sources, XComArg):
         return _mapped_pipeline(
             pipeline_id, sources, output, cleanup_delay, conn_id,

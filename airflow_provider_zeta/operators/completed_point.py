@@ -171,7 +171,7 @@ from airflow_provider_zeta.core.publish import (
 )
 from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set, split_task_ref
 from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
-from airflow_provider_zeta.settings import ZetaSettings, open_state_storage
+from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
 from airflow_provider_zeta.spark_jobs import audit_job
 from airflow_provider_zeta.storage import StateStorage, copy_tree, register_output, state_root_identity
 from airflow_provider_zeta.task_state import set_kept
@@ -221,7 +221,7 @@ class CompletedPointOperator(BaseOperator):
     #: a source published from an attempt token tells it that driver ended.
     is_zeta_completed_point = True
 
-    template_fields = ("output_root", "partition")
+    template_fields = ("output_root", "partition", "audit_spark_submit_kwargs")
     ui_color = "#ffd700"
 
     def __init__(
@@ -444,8 +444,10 @@ class CompletedPointOperator(BaseOperator):
         said in the failure instead of "as they were"."""
         if not self.audits:
             return None
+        # The staging's URL as drivers get it (plain fsspec, no Airflow connection id in it): the
+        # audit job opens it with Spark, and a user callable may open it.
         facts = {
-            name: SourceFacts(name, report.token, report.rows, state.url_of(staging[name][0]))
+            name: SourceFacts(name, report.token, report.rows, driver_url(state, staging[name][0]))
             for name, report in sorted(sources.items())
         }
         wanted = spark_request(self.audits)

@@ -298,3 +298,82 @@ def test_audit_spark_submit_kwargs_the_operator_sets_itself_are_refused_when_the
         task_id="completed_point", output_root="/t", ready_task_id="r", audits=[same_schema()],
         audit_spark_submit_kwargs={"executor_memory": "1g", "conf": {"spark.x": "1"}},
     )
+
+
+class FakeSparkSubmitHook:
+    """Stands for SparkSubmitHook: records its arguments, and its submit answers like the audit job."""
+
+    made: list[dict[str, Any]] = []
+    behaviour: Any = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+        self._connection = {"deploy_mode": None}
+        self.killed = False
+        FakeSparkSubmitHook.made.append(kwargs)
+        FakeSparkSubmitHook.last = self
+
+    def submit(self, application: str) -> None:
+        with open(self.kwargs["application_args"][0]) as handle:
+            request = json.load(handle)
+        self.request = request
+        if FakeSparkSubmitHook.behaviour is not None:
+            FakeSparkSubmitHook.behaviour(self)
+        result = {"format": 1, "sources": {
+            name: {"rows": 1, "schema": [["id", "bigint"]], "nulls": {}, "duplicates": []} for name in request["sources"]
+        }}
+        with open(request["result"], "w") as handle:
+            json.dump(result, handle)
+
+    def on_kill(self) -> None:
+        self.killed = True
+
+
+@pytest.fixture
+def fake_hook(monkeypatch):
+    from airflow.providers.apache.spark.hooks import spark_submit
+
+    FakeSparkSubmitHook.made, FakeSparkSubmitHook.behaviour = [], None
+    monkeypatch.setattr(spark_submit, "SparkSubmitHook", FakeSparkSubmitHook)
+    return FakeSparkSubmitHook
+
+
+def test_the_audit_job_reads_the_staging_at_the_url_drivers_get_not_the_connection_url_of_messages(harness, monkeypatch, fake_hook):
+    from airflow_provider_zeta.operators import completed_point
+    from airflow_provider_zeta.settings import driver_url
+
+    opened = completed_point.open_state_storage
+
+    def open_state(url):
+        storage = opened(url)
+        if url == str(harness.state_root):  # an object store's URL names its Airflow connection
+            storage = StateStorage(storage.fs, storage.root, "s3://aws_state@bucket/state")
+        return storage
+
+    monkeypatch.setattr(completed_point, "open_state_storage", open_state)
+    seen: list[SourceFacts] = []
+    harness.publish("t1", {"eu": 1, "us": 1}, [same_schema(), lambda f: seen.append(f) or True],
+                    audit_spark_submit_kwargs={"conf": {"spark.hadoop.fs.s3a.access.key": "k"}})
+    (made,) = fake_hook.made
+    state = StateStorage.from_url(str(harness.state_root))
+    assert fake_hook.last.request["sources"] == {n: driver_url(state, f"attempts/t1/{n}/output") for n in SOURCES}
+    assert all("aws_state@" not in url for url in fake_hook.last.request["sources"].values())
+    assert [f.staging for f in seen] == [driver_url(state, f"attempts/t1/{n}/output") for n in SOURCES]
+    assert made["conf"] == {"spark.hadoop.fs.s3a.access.key": "k"} and made["conn_id"] == "spark_default"
+
+
+def test_zeta_pipeline_gives_the_audit_job_its_spark_conf_like_its_deploy_tasks():
+    from airflow.sdk import DAG
+
+    from airflow_provider_zeta import zeta_pipeline
+
+    conf = {"spark.hadoop.fs.s3a.access.key": "k", "spark.x": "pipeline"}
+    with DAG("audited_conf", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+        zeta_pipeline("p", sources={"eu": "/jobs/eu.py"}, output="/t", conf=conf, audits=[same_schema()])
+        zeta_pipeline("q", sources={"eu": "/jobs/eu.py"}, output="/u", conf=conf, audits=[same_schema()],
+                      completed_point_kwargs={"audit_spark_submit_kwargs": {"conf": {"spark.x": "audit"}, "executor_memory": "1g"}})
+    assert dag.get_task("p.deploy_eu").conf == conf
+    assert dag.get_task("p.completed_point").audit_spark_submit_kwargs == {"conf": conf}
+    assert dag.get_task("q.completed_point").audit_spark_submit_kwargs == {
+        "conf": {**conf, "spark.x": "audit"}, "executor_memory": "1g"}
+    assert "audit_spark_submit_kwargs" in dag.get_task("p.completed_point").template_fields  # rendered like a deploy's conf
