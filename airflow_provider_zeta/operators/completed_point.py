@@ -101,8 +101,10 @@ import dataclasses
 import json
 import os
 import posixpath
+import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -128,6 +130,7 @@ from airflow_provider_zeta.core.audits import (
     parse_audit_job_result,
     spark_request,
 )
+from airflow_provider_zeta.core.durations import Duration, duration_seconds
 from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
 from airflow_provider_zeta.core.paths import (
     LEDGER_FILE,
@@ -185,6 +188,10 @@ PUBLISHING_KEY = "zeta_publishing"
 ANNOUNCED_KEY = "zeta_announced"
 #: The audit job the completed point submits for audits that read the staged data.
 AUDIT_JOB_PATH = str(Path(audit_job.__file__).resolve())
+#: How long the audit job may run by default (``audit_timeout``), in seconds.
+DEFAULT_AUDIT_TIMEOUT = 3600.0
+#: After ``audit_timeout``: how often the kill is repeated until spark-submit has ended.
+AUDIT_KILL_WAIT = 5.0
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -212,6 +219,8 @@ class CompletedPointOperator(BaseOperator):
     :param audit_spark_submit_kwargs: further ``SparkSubmitHook`` arguments of the audit job
         (``conf``, ``executor_memory``, ...); not those it sets itself (``application``,
         ``application_args``, ``conn_id``: a ``ValueError`` when the DAG is parsed).
+    :param audit_timeout: how long the audit job may run (a ``timedelta`` or seconds, default one
+        hour); then its spark-submit is killed and the try fails (``zeta.audit.timeout``; it retries).
 
     ``retries`` defaults to 3 and ``retry_delay`` to 10 seconds: a worker lost between the two
     renames of a replacement leaves the table without the partition until the retry publishes it.
@@ -235,6 +244,7 @@ class CompletedPointOperator(BaseOperator):
         audits: Sequence[Audit | Any] | None = None,
         audit_conn_id: str = "spark_default",
         audit_spark_submit_kwargs: Mapping[str, Any] | None = None,
+        audit_timeout: Duration = DEFAULT_AUDIT_TIMEOUT,
         **kwargs: Any,
     ) -> None:
         if asset is not None:
@@ -263,6 +273,9 @@ class CompletedPointOperator(BaseOperator):
         self.audits = check_audits(audits, self.task_id)
         self.audit_conn_id = audit_conn_id
         self.audit_spark_submit_kwargs = check_audit_submit_kwargs(audit_spark_submit_kwargs, self.task_id)
+        self.audit_timeout = duration_seconds(audit_timeout, f"{self.task_id}: 'audit_timeout'")
+        #: The audit job's hook while it runs (``on_kill`` kills its spark-submit).
+        self._audit_hook: Any = None
         group = getattr(self, "task_group", None)
         self.pipeline_id = pipeline_id or (group.group_id if group is not None and group.group_id else self.task_id)
         #: What this execution returned (the partition it published or found published), for OpenLineage.
@@ -487,12 +500,14 @@ class CompletedPointOperator(BaseOperator):
 
     def run_audit_job(self, context: Context, wanted: SparkRequest, staging: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         """Submit the audit job (``spark_jobs/audit_job.py``) with ``SparkSubmitHook`` and wait for
-        it; what it read of each source (``SourceFacts`` fields). A job that fails or leaves no
-        result raises ``AirflowException`` (the task retries; nothing was published)."""
+        it, at most ``audit_timeout``; what it read of each source (``SourceFacts`` fields). A job
+        that fails, runs out of time (killed) or leaves no result raises ``AirflowException`` (the
+        task retries; nothing was published). Its temporary directory is removed in any case."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         ti = context["ti"]
-        with tempfile.TemporaryDirectory(prefix="zeta-audit-") as folder:
+        folder = tempfile.mkdtemp(prefix="zeta-audit-")
+        try:
             result_path = os.path.join(folder, "result.json")
             request_path = os.path.join(folder, "request.json")
             with open(request_path, "w") as handle:
@@ -514,12 +529,52 @@ class CompletedPointOperator(BaseOperator):
                     "job runs in local or client mode (its result is read where it was submitted); set audit_conn_id"
                 )
             self.log.info("zeta.audit.job: submitting %s for %s on %s", AUDIT_JOB_PATH, sorted(staging), self.audit_conn_id)
-            hook.submit(AUDIT_JOB_PATH)
+            self._submit_audit_job(hook)
             raw = Path(result_path).read_bytes() if os.path.exists(result_path) else None
             try:
                 return parse_audit_job_result(raw, staging, result_path)
             except CorruptState as error:
                 raise AirflowException(f"[zeta.audit.no_result] {error}") from None
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _submit_audit_job(self, hook: Any) -> None:
+        """``hook.submit`` the audit job and wait at most ``audit_timeout``; then kill its
+        spark-submit (``SparkSubmitHook.on_kill``, repeated until it has ended) and fail the try."""
+        failed: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                hook.submit(AUDIT_JOB_PATH)
+            except BaseException as error:  # handed to the task's thread below
+                failed.append(error)
+
+        self._audit_hook = hook
+        try:
+            worker = threading.Thread(target=submit, name="zeta-audit-job", daemon=True)
+            worker.start()
+            worker.join(self.audit_timeout)
+            if worker.is_alive():
+                self.log.error("zeta.audit.timeout: the audit job ran longer than %g s; killing its spark-submit", self.audit_timeout)
+                while worker.is_alive():  # a kill before spark-submit started kills nothing: again
+                    hook.on_kill()
+                    worker.join(AUDIT_KILL_WAIT)
+                raise AirflowException(
+                    f"[zeta.audit.timeout] the audit job ran longer than audit_timeout ({self.audit_timeout:g} s) "
+                    f"on {self.audit_conn_id!r} and was killed; nothing was published (the task retries). "
+                    "Give it more time (audit_timeout) or resources (audit_spark_submit_kwargs)"
+                )
+        finally:
+            self._audit_hook = None
+        if failed:
+            raise failed[0]
+
+    def on_kill(self) -> None:
+        """The task is being killed: kill the audit job's spark-submit when one runs."""
+        hook = self._audit_hook
+        if hook is not None:
+            self.log.info("zeta.audit.killed: killing the audit job's spark-submit")
+            hook.on_kill()
 
     def _verified_staging(self, state: StateStorage, ti: Any, report: Any) -> tuple[str, dict[str, int] | None]:
         """The reported token's own staging directory — after checking its ledger (fencing) — and

@@ -9,7 +9,8 @@ elsewhere). Oracles: every file on disk under the table and the staging, before 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -377,3 +378,58 @@ def test_zeta_pipeline_gives_the_audit_job_its_spark_conf_like_its_deploy_tasks(
     assert dag.get_task("q.completed_point").audit_spark_submit_kwargs == {
         "conf": {**conf, "spark.x": "audit"}, "executor_memory": "1g"}
     assert "audit_spark_submit_kwargs" in dag.get_task("p.completed_point").template_fields  # rendered like a deploy's conf
+
+
+def blocked_until_killed(hook) -> None:
+    """A spark-submit that runs until it is killed, then exits non-zero (SparkSubmitHook raises)."""
+    from airflow.sdk.exceptions import AirflowException
+
+    deadline = time.monotonic() + 30
+    while not hook.killed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise AirflowException("Cannot execute: spark-submit ... Error code is: -9.")
+
+
+def test_an_audit_job_running_past_audit_timeout_is_killed_and_fails_the_try_plainly(harness, fake_hook):
+    from airflow.sdk.exceptions import AirflowException
+
+    fake_hook.behaviour = blocked_until_killed
+    started = time.monotonic()
+    with pytest.raises(AirflowException, match=r"\[zeta.audit.timeout\].*0.3 s.*killed.*nothing was published") as failed:
+        harness.publish("t1", {"eu": 1, "us": 1}, [same_schema()], audit_timeout=0.3)
+    assert not isinstance(failed.value, AirflowFailException)  # an ordinary error: the task retries
+    assert fake_hook.last.killed and time.monotonic() - started < 10
+    assert not Path(fake_hook.last.kwargs["application_args"][0]).parent.exists()  # its temporary directory
+    assert not (harness.table / f"ds={DS}").exists()
+
+
+def test_on_kill_kills_the_running_audit_job_and_its_temporary_directory_goes(harness, fake_hook):
+    from airflow.sdk.exceptions import AirflowException
+
+    def killed_from_outside(hook):
+        harness.operator.on_kill()  # what the task runner calls on SIGTERM, while the job runs
+        blocked_until_killed(hook)
+
+    fake_hook.behaviour = killed_from_outside
+    with pytest.raises(AirflowException):
+        harness.publish("t1", {"eu": 1, "us": 1}, [same_schema()])
+    assert fake_hook.last.killed
+    assert not Path(fake_hook.last.kwargs["application_args"][0]).parent.exists()
+
+
+@pytest.mark.parametrize("bad", ["soon", -1, 0, True])
+def test_a_bad_audit_timeout_is_refused_when_the_dag_is_parsed(bad):
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    with pytest.raises(ValueError, match="completed_point: 'audit_timeout' must be"):
+        CompletedPointOperator(task_id="completed_point", output_root="/t", ready_task_id="r", audit_timeout=bad)
+
+
+def test_audit_timeout_is_a_duration_of_an_hour_by_default():
+    from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
+
+    def make(**kwargs):
+        return CompletedPointOperator(task_id="completed_point", output_root="/t", ready_task_id="r", **kwargs)
+
+    assert make().audit_timeout == 3600.0
+    assert make(audit_timeout=timedelta(minutes=5)).audit_timeout == 300.0 and make(audit_timeout="0:02:00").audit_timeout == 120.0
