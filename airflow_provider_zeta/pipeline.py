@@ -164,7 +164,6 @@ def zeta_pipeline(
         raise ValueError(f"zeta_pipeline {pipeline_id!r}: spark_options for unknown sources {sorted(unknown_options)}")
     _check_spark_options(pipeline_id, spark_options)
     openlineage = _openlineage(openlineage_inject_parent_job_info, openlineage_inject_transport_info)
-    asset = asset or _default_asset(pipeline_id, output)
     with TaskGroup(group_id=pipeline_id) as group:
         deploys = {
             name: ZetaSparkJobOperator(
@@ -187,23 +186,9 @@ def zeta_pipeline(
             sources={name: task.task_id for name, task in deploys.items()},
             timeout=ready_timeout,
         )
-        publish = CompletedPointOperator(
-            task_id="completed_point",
-            output_root=output,
-            ready_task_id=ready.task_id,
-            asset=asset,
-            pipeline_id=pipeline_id,
-            partition=partition,
-            **dict(completed_point_kwargs or {}),
+        _publish_and_cleanup(
+            pipeline_id, list(deploys.values()), ready, output, cleanup_delay, asset, partition, completed_point_kwargs
         )
-        ready >> publish
-        cleanup = DelayedCleanupOperator(
-            task_id="cleanup",
-            retention=cleanup_delay,
-            task_ids=[task.task_id for task in deploys.values()],
-            output_roots=[output],
-        )
-        [*deploys.values(), ready, publish] >> cleanup
     return group
 
 
@@ -226,6 +211,38 @@ def _openlineage(parent_job_info: bool | None, transport_info: bool | None) -> d
         )
         if value is not None
     }
+
+
+def _publish_and_cleanup(
+    pipeline_id: str,
+    deploys: list[Any],
+    ready: ReadyToCloseSensor,
+    output: str,
+    cleanup_delay: Duration | None,
+    asset: Asset | None,
+    partition: str,
+    completed_point_kwargs: Mapping[str, Any] | None,
+) -> None:
+    """The pipeline's tail, the same for fixed and mapped sources: the completed point after the
+    wait, and the delayed cleanup after every task of the pipeline (a mapped deploy task counts its
+    map indexes under its one task id)."""
+    publish = CompletedPointOperator(
+        task_id="completed_point",
+        output_root=output,
+        ready_task_id=ready.task_id,
+        asset=asset or _default_asset(pipeline_id, output),
+        pipeline_id=pipeline_id,
+        partition=partition,
+        **dict(completed_point_kwargs or {}),
+    )
+    ready >> publish
+    cleanup = DelayedCleanupOperator(
+        task_id="cleanup",
+        retention=cleanup_delay,
+        task_ids=[task.task_id for task in deploys],
+        output_roots=[output],
+    )
+    [*deploys, ready, publish] >> cleanup
 
 
 def _default_asset(pipeline_id: str, output: str) -> Asset:
@@ -291,21 +308,5 @@ def _mapped_pipeline(
             mapped_sources=sources,
             timeout=ready_timeout,
         )
-        publish = CompletedPointOperator(
-            task_id="completed_point",
-            output_root=output,
-            ready_task_id=ready.task_id,
-            asset=asset or _default_asset(pipeline_id, output),
-            pipeline_id=pipeline_id,
-            partition=partition,
-            **dict(completed_point_kwargs or {}),
-        )
-        ready >> publish
-        cleanup = DelayedCleanupOperator(
-            task_id="cleanup",
-            retention=cleanup_delay,
-            task_ids=[deploy.task_id],
-            output_roots=[output],
-        )
-        [deploy, ready, publish] >> cleanup
+        _publish_and_cleanup(pipeline_id, [deploy], ready, output, cleanup_delay, asset, partition, completed_point_kwargs)
     return group
