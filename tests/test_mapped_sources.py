@@ -92,7 +92,9 @@ def test_a_scheduler_killed_while_mapped_drivers_run_runs_each_source_once_and_p
     cluster = fake_driver_cluster
     cluster.wait_for_dag(DAG_ID)
     ds, sources = "2026-08-01", ["north", "south", "east"]
-    run_id, log, release = _start(cluster, tmp_path, ds, sources)
+    # The attempts are read after the run ends: a retention window longer than the test, or the
+    # run's cleanup may already have deleted them (the DAG's default window is one second).
+    run_id, log, release = _start(cluster, tmp_path, ds, sources, cleanup_delay=600)
     for index in range(len(sources)):
         cluster.wait_for_task(DAG_ID, run_id, DEPLOY, {"deferred"}, timeout=180, map_index=index)
     cluster.wait_for(lambda: len(_launched(log)) == 3, 60, "the three mapped drivers started")
