@@ -28,9 +28,13 @@ Then the misconfigured deployment: every host gets its own, unshared state root 
 /tmp). The deploy must fail with an error naming ``[zeta] state_root`` and launch nothing more.
 
 A frozen worker host (a paused VM: every process of it stopped, the Celery worker, the driver and
-its JVM) for longer than twice ``lost_after``: north is judged lost and relaunched on the other
-host meanwhile. Oracles, from the job's own files and the kernel's process table: the old driver's
-job process is dead before its replacement starts (the lease's kernel timer ends it while it is
+its JVM) for longer than twice ``lost_after``, while the other worker host is replaced by one that
+takes the frozen host's hostname (a rebuilt VM, a StatefulSet pod): north is judged lost and
+relaunched on that namesake meanwhile, and not before the silence bound (1.25 x ``lost_after``,
+from ``pipeline_hosts_long_lease``, whose bound stands clear of Airflow's retry overhead). Oracles,
+from the job's own files, the kernel's file times and process table: the new attempt's first file
+is written no sooner than the bound after the old driver's last ledger write; the old driver's job
+process is dead before its replacement starts (the lease's kernel timer ends it while it is
 stopped), it writes nothing once resumed (no progress line, no staged file, no ledger write, no
 report), every process of it ends soon after the thaw, and only the replacement's rows are published.
 
@@ -72,6 +76,9 @@ from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require
 pytestmark = pytest.mark.xdist_group("multi_host_cluster")
 
 DAG_ID = "pipeline_hosts"
+#: The same pipeline with a longer ``lost_after`` of its own (tests/dags/pipeline_hosts.py,
+#: ``LONG_LEASE_LOST_AFTER_S``), for the frozen-host test's check of the silence bound.
+LONG_LEASE_DAG_ID, LONG_LEASE_LOST_AFTER_S = "pipeline_hosts_long_lease", 45
 SOURCES = ("north", "south")
 RETENTION_S = 5
 # Liveness settings of the cluster: a dead driver is judged lost within seconds, not a minute.
@@ -277,71 +284,99 @@ def test_host_kills_soak(hosts_cluster):
 
 
 def test_a_frozen_worker_host_resumes_with_its_driver_gone(hosts_cluster):
-    """North's worker host frozen for over 2 x lost_after while its driver runs (module docstring)."""
+    """North's worker host frozen for over 2 x lost_after while its driver runs, its replacement
+    worker host started under the frozen host's hostname (module docstring)."""
     cluster = hosts_cluster
-    home, ds = cluster.home, "2026-03-03"
+    home, ds, dag_id, lost_after = cluster.home, "2026-03-03", LONG_LEASE_DAG_ID, LONG_LEASE_LOST_AFTER_S
     launch_log, progress_log, release = home / f"launch-{ds}.jsonl", home / f"progress-{ds}.jsonl", home / f"release-{ds}"
     release.mkdir()
     for name in ["triggerer", *workers(cluster)]:  # every host up (an earlier test may have left one down)
         if not cluster.components[name].alive():
             cluster.start_component(name)
-    run_id = cluster.trigger_run(DAG_ID, f"{ds}T00:00:00Z", conf={
+    run_id = cluster.trigger_run(dag_id, f"{ds}T00:00:00Z", conf={
         "launch_log": str(launch_log), "release_dir": str(release), "cleanup_delay": RETENTION_S,
         "progress_log": str(progress_log), "token_column": "true",
     })
+    run_dir = run_directory(home / "zeta-state", dag_id, run_id)
     cluster.wait_for(lambda: all(starts(launch_log, s) for s in SOURCES), 240, "both drivers started", interval=0.5)
     # South done first (its Spark core free for north's replacement), so that no task of the run
     # is on a worker during the freeze: north's deploy task and the sensor wait in the triggerer.
     (release / "south").touch()
     for task, state in (("hosts.deploy_south", "success"), ("hosts.deploy_north", "deferred"), ("hosts.ready_to_close", "deferred")):
-        cluster.wait_for(lambda task=task, state=state: cluster.task_instance(DAG_ID, run_id, task)["state"] == state, 240,
+        cluster.wait_for(lambda task=task, state=state: cluster.task_instance(dag_id, run_id, task)["state"] == state, 240,
                          f"{task} {state}", interval=0.5)
     old = starts(launch_log, "north")[0]
     cluster.wait_for(lambda: any(e["token"] == old["token"] for e in entries(progress_log)), 120,
                      "north's job writing its progress lines (its SparkSession up)", interval=0.5)
-    host = cluster.host(component_on_host(cluster, old["host"]))
+    frozen_name = component_on_host(cluster, old["host"])
+    host = cluster.host(frozen_name)
     assert set(job_processes(old["token"])) & set(host.members()), f"north's job process not found on {host.hostname}"
+    # The other worker host goes (nothing of the run is on it: south's driver has ended); its
+    # replacement takes the frozen host's hostname, as a rebuilt VM or a pod of a StatefulSet
+    # would. It is the only worker left to run north's next try, and a deploy that took a host
+    # by its name would find the old driver's PID absent there and relaunch at once.
+    namesake_name = next(name for name in workers(cluster) if name != frozen_name)
+    cluster.kill_host(namesake_name)
+    ledger = next(run_dir.rglob(f"{old['token']}/ledger.json"))
     frozen_at, job_gone_at = time.time(), None
     log(f"{ds}: freezing {host.hostname} ({len(host.freeze())} processes), where north's driver {old['token']} runs")
+    # The old driver's last heartbeat, as the kernel stamped it: nothing of it runs from here on.
+    last_heartbeat_at = ledger.stat().st_mtime
+    namesake = cluster.start_component(namesake_name, hostname=host.hostname).host
+    assert namesake is not None and namesake.hostname == host.hostname
 
     def replaced() -> dict | None:
         nonlocal job_gone_at
         if job_gone_at is None and not job_processes(old["token"]):
             job_gone_at = time.time()
         launches = starts(launch_log, "north")
-        return launches[1] if len(launches) > 1 and time.time() - frozen_at >= 2 * LOST_AFTER_S else None
+        return launches[1] if len(launches) > 1 and time.time() - frozen_at >= 2 * lost_after else None
 
     try:
-        new = cluster.wait_for(replaced, 300, "north relaunched while its host is frozen", interval=0.2)
+        new = cluster.wait_for(replaced, 360, "north relaunched while its host is frozen", interval=0.2)
         (release / "north").touch()  # a resumed old job would now go on to stage and report
         stopped = [(pid, process_state(pid)) for pid in pids_carrying(old["token"])]  # its JVM, until the thaw
+        new_intent = next(run_dir.rglob(f"{new['token']}/intent.json"))
+        # When north's next try decided to launch again: it writes the new attempt's intent first.
+        relaunch_decided_at = new_intent.stat().st_mtime
     finally:
         host.thaw()
     thawed_at = time.time()
+    waited = relaunch_decided_at - last_heartbeat_at
     log(f"{ds}: thawed after {thawed_at - frozen_at:.0f}s; old job process gone "
-        f"{(job_gone_at or thawed_at) - frozen_at:.1f}s in, replacement started {new['at'] - frozen_at:.1f}s in on "
-        f"{new['host']}; processes of the old driver (pid, state) just before the thaw: {stopped}")
+        f"{(job_gone_at or thawed_at) - frozen_at:.1f}s in, replacement decided {waited:.1f}s after the old driver's "
+        f"last heartbeat (bound {STOPPED_AFTER_FACTOR * lost_after:.2f}s) and started {new['at'] - frozen_at:.1f}s in on "
+        f"{new['host']} ({new['pid_namespace']}); processes of the old driver (pid, state) just before the thaw: {stopped}")
     cluster.wait_for(lambda: not pids_carrying(old["token"]), 30, "every process of the old driver gone after the thaw")
     # What the old driver wrote since its replacement started: its own progress lines, and every
     # file of its attempt but spark-submit's output and what the coordinator wrote there.
     late = [e for e in entries(progress_log) if e["token"] == old["token"] and e["at"] >= new["at"]]
-    attempts = [d for d in run_directory(home / "zeta-state", DAG_ID, run_id).rglob(old["token"]) if d.is_dir()]
+    attempts = [d for d in run_dir.rglob(old["token"]) if d.is_dir()]
     written = [f for a in attempts for f in a.rglob("*") if f.is_file() and f.name not in ("driver.log", "cancel", "intent.json")
                and f.stat().st_mtime >= new["at"]]
     log(f"{ds}: the old driver's progress lines after its replacement started: {late}; files: {written}")
-    assert new["host"] != old["host"], (old, new)
+    # Relaunched on the namesake: the same hostname, another host (its own PID namespace).
+    assert (new["host"], new["pid_namespace"]) == (host.hostname, namesake.namespace), (new, namesake.namespace)
+    assert new["pid_namespace"] != old["pid_namespace"], (old, new)
+    # Not before the silence bound: neither on the judgement "lost" nor on a process check made
+    # on a host that merely carries the old host's name.
+    assert waited >= STOPPED_AFTER_FACTOR * lost_after - 0.5, (
+        f"north relaunched {waited:.1f}s after its driver's last heartbeat, before the silence bound of "
+        f"{STOPPED_AFTER_FACTOR * lost_after:.2f}s")
     assert job_gone_at is not None and job_gone_at < new["at"], (
         f"north's old driver was running the job when its replacement started ({job_gone_at=}, {new['at']=})")
     assert late == [], f"the old driver wrote after its replacement started: {late}"
     assert len(attempts) == 1 and written == [], f"files of the old attempt written after its replacement started: {written}"
 
-    cluster.wait_for_run(DAG_ID, run_id, timeout=420)
+    cluster.wait_for_run(dag_id, run_id, timeout=420)
     import pyarrow.parquet as pq
 
     assert not ended(launch_log, old["token"]) and len(starts(launch_log, "north")) == 2, entries(launch_log)
     for source, token in (("north", new["token"]), ("south", starts(launch_log, "south")[0]["token"])):
-        table = pq.read_table(home / "pipeline-output-hosts" / f"ds={ds}" / f"source={source}").to_pydict()
+        table = pq.read_table(home / "pipeline-output-hosts-long-lease" / f"ds={ds}" / f"source={source}").to_pydict()
         assert sorted(table["n"]) == list(range(expected_row_count(source))) and set(table["token"]) == {token}, (source, table)
+    # Two live hosts with one hostname would confuse the later tests' look-ups by hostname.
+    restart_worker_hosts(cluster)
 
 
 #: How far the skewed worker host's wall clock is off: far more than ``lost_after``, as a host
@@ -421,10 +456,7 @@ def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_de
             cluster.wait_for(lambda task=task, state=state: cluster.task_instance(DAG_ID, run_id, task)["state"] == state,
                              240, f"{task} {state}", interval=0.5)
         # North's driver, 7 minutes off, heartbeats on while observers watch for over 2 x lost_after.
-        held_from = time.monotonic()
-        while time.monotonic() - held_from < 2 * LOST_AFTER_S:
-            assert len(starts(launch_log, "north")) == 1, f"a live driver taken as lost: {starts(launch_log, 'north')}"
-            time.sleep(1)
+        assert_never_relaunched(launch_log, "north", launches=1, seconds=2 * LOST_AFTER_S)
         old = first["north"]
         assert pids_carrying(old["token"]), "north's first driver is not running"
         ledger = next(run_directory(home / "zeta-state", DAG_ID, run_id).rglob(f"{old['token']}/ledger.json"))
@@ -447,10 +479,7 @@ def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_de
         assert replaced_after >= stopped_after - HEARTBEAT_INTERVAL_S - 1, replaced_after
 
         # The replacement heartbeats on: never taken as lost.
-        held_from = time.monotonic()
-        while time.monotonic() - held_from < 2 * LOST_AFTER_S:
-            assert len(starts(launch_log, "north")) == 2, f"a live driver taken as lost: {starts(launch_log, 'north')}"
-            time.sleep(1)
+        assert_never_relaunched(launch_log, "north", launches=2, seconds=2 * LOST_AFTER_S)
         assert pids_carrying(new["token"]), "north's replacement is not running"
 
         (release / "north").touch()
@@ -467,12 +496,26 @@ def test_a_worker_host_minutes_off_neither_loses_a_live_driver_nor_replaces_a_de
             assert sorted(r["n"] for r in rows) == list(range(expected_row_count(source))), (source, rows)
             assert {r["token"] for r in rows} == {token}, (source, rows)
     finally:
-        # Later tests get worker hosts as the cluster starts them (true clock, real spark-submit).
-        for name in ["triggerer", *workers(cluster)]:
-            if name != "triggerer" and cluster.components[name].alive():
-                cluster.kill_host(name)
-            if not cluster.components[name].alive():
-                cluster.start_component(name)
+        restart_worker_hosts(cluster)
+
+
+def assert_never_relaunched(launch_log: Path, source: str, *, launches: int, seconds: float) -> None:
+    """For ``seconds``, ``source`` keeps exactly ``launches`` launches: its live driver is never taken as lost."""
+    held_from = time.monotonic()
+    while time.monotonic() - held_from < seconds:
+        assert len(starts(launch_log, source)) == launches, f"a live driver taken as lost: {starts(launch_log, source)}"
+        time.sleep(1)
+
+
+def restart_worker_hosts(cluster: AirflowCluster) -> None:
+    """Every worker host started again as the cluster starts them (true clock, real spark-submit, a
+    hostname of its own), and the triggerer up, for the tests that follow."""
+    for name in workers(cluster):
+        if cluster.components[name].alive():
+            cluster.kill_host(name)
+    for name in ["triggerer", *workers(cluster)]:
+        if not cluster.components[name].alive():
+            cluster.start_component(name)
 
 
 TIMED_WAIT_PROBE = r"""

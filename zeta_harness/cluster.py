@@ -568,14 +568,15 @@ class AirflowCluster:
             )
         return result
 
-    def start_component(self, name: str, *, host_env: dict[str, str] | None = None) -> Component:
+    def start_component(self, name: str, *, host_env: dict[str, str] | None = None, hostname: str | None = None) -> Component:
         """Start ``name``; in CeleryExecutor mode the triggerer and ``worker-N`` each start on a new
-        namespace host (hostname ``<name>.<n>``, n counting this name's starts) with ``host_env``
-        added to its environment."""
+        namespace host (hostname ``<name>.<n>``, n counting this name's starts, unless ``hostname``
+        names it — e.g. the name of another host, live or dead: a host is its namespaces, not its
+        name) with ``host_env`` added to its environment."""
         if name not in COMPONENTS and not self._hosted(name):
             raise ValueError(f"unknown component {name!r}; expected one of {self.component_names()}")
-        if host_env and not self._hosted(name):
-            raise ValueError(f"host_env is for components on a namespace host; {name!r} runs on the main host")
+        if (host_env or hostname) and not self._hosted(name):
+            raise ValueError(f"host_env and hostname are for components on a namespace host; {name!r} runs on the main host")
         current = self.components.get(name)
         if current is not None and current.alive():
             raise ClusterError(f"{name} is already running as pid {current.pid}")
@@ -583,7 +584,7 @@ class AirflowCluster:
         log_path = self.home / "component-logs" / f"{name}.{self._starts[name]}.log"
         teardown.register(self)  # zeta_harness/teardown.py: torn down on SIGTERM/SIGINT/exit too
         if self._hosted(name):
-            return self._start_on_host(name, log_path, host_env or {})
+            return self._start_on_host(name, log_path, host_env or {}, hostname or f"{name}.{self._starts[name]}")
         log_file = open(log_path, "ab")
         args = [_airflow_executable(), name]
         if name == "api-server":
@@ -603,7 +604,7 @@ class AirflowCluster:
         self.component_history.append(component)
         return component
 
-    def _start_on_host(self, name: str, log_path: Path, host_env: dict[str, str]) -> Component:
+    def _start_on_host(self, name: str, log_path: Path, host_env: dict[str, str], hostname: str) -> Component:
         if name == "triggerer":
             command = [_airflow_executable(), "triggerer"]
         else:
@@ -611,7 +612,7 @@ class AirflowCluster:
             # are files in the shared home anyway.
             command = [_airflow_executable(), "celery", "worker", "--queues", self.celery_queue, "--skip-serve-logs"]
         host = NamespaceHost(
-            f"{name}.{self._starts[name]}",
+            hostname,
             command,
             env={**self.env(), **host_env},
             cwd=self.home,
