@@ -152,6 +152,7 @@ from airflow_provider_zeta.core.publish import (
     MissingPartitionKey,
     Owner,
     PublishAction,
+    PublishDecision,
     RecoveryAction,
     asset_extra,
     check_partition_spec,
@@ -172,7 +173,7 @@ from airflow_provider_zeta.core.publish import (
     source_dir,
     staging_problem,
 )
-from airflow_provider_zeta.core.ready import attempt_problem, parse_ready_set, split_task_ref
+from airflow_provider_zeta.core.ready import Report, attempt_problem, parse_ready_set, split_task_ref
 from airflow_provider_zeta.operators.sweep import deployment_identity, run_exists
 from airflow_provider_zeta.settings import ZetaSettings, driver_url, open_state_storage
 from airflow_provider_zeta.spark_jobs import audit_job
@@ -303,14 +304,8 @@ class CompletedPointOperator(BaseOperator):
         published; fail when publishing would overwrite what it must not."""
         ti = context["ti"]
         ds = require_logical_date(context)
-        try:
-            part = partition_path(self.partition)
-        except BadPartitionSpec as error:
-            raise AirflowFailException(f"[zeta.publish.bad_partition] {self.task_id}: {error}") from None
-        try:
-            incarnation, sources = parse_ready_set(ti.xcom_pull(task_ids=self.ready_task_id))
-        except CorruptState as error:
-            raise AirflowFailException(f"[zeta.publish.bad_ready_set] {error}") from None
+        part = self._rendered_partition()
+        incarnation, sources = _ready_set_of(ti.xcom_pull(task_ids=self.ready_task_id))
 
         state = open_state_storage(ZetaSettings.load().state_root)
         out = open_state_storage(self.output_root)
@@ -325,29 +320,9 @@ class CompletedPointOperator(BaseOperator):
         if not out.atomic_rename:
             # A try killed in the middle of a commit left its intent: complete it or roll it back
             # before looking at the partition.
-            try:
-                recover_interrupted(out, (ti.dag_id, ti.run_id), part, self.log)
-            except CorruptState as error:
-                raise AirflowFailException(f"[zeta.publish.corrupt_intent] {error}") from None
+            _recover_interrupted_commits(out, (ti.dag_id, ti.run_id), part, self.log)
         for _ in range(3):  # a concurrent publisher (an orphaned try) may win a rename: decide again
-            exists, existing, incomplete, files = partition_state(out, part)
-            decision = decide_publish(
-                ours,
-                incarnation,
-                exists,
-                existing,
-                owner,
-                enclosing=enclosing_markers(out, part),
-                nested=nested_partitions(part, files) if exists and existing is None else (),
-                owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner, logical_date, root_id)),
-                logical_date=logical_date,
-                state_root_id=root_id,
-                incomplete=incomplete,
-                publishing=publishing_intents(out, part) if exists and existing is None and not out.atomic_rename else (),
-            )
-            self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
-            if decision.action is PublishAction.FAIL:
-                raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
+            decision, exists, existing = self._decide(ti, out, part, ours, incarnation, owner, logical_date, root_id)
             if decision.action is PublishAction.NO_OP:
                 # Decided before the staging is looked at: a re-execution after the delayed cleanup
                 # deleted the staging is a logged no-op, not an "unverified attempt" failure.
@@ -355,59 +330,143 @@ class CompletedPointOperator(BaseOperator):
                 marker = existing  # what is published stands
                 break
             if staging is None:
-                staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
-                # Before the audits: a staging that is not what its driver recorded is a clear,
-                # final failure, not an audit job that cannot read it (checked again at the copy).
-                for name, (relative, recorded) in sorted(staging.items()):
-                    problem = staging_problem(name, sources[name].token, recorded, state.file_sizes(relative), state.url_of(relative))
-                    if problem:
-                        raise AirflowFailException(f"[zeta.publish.staging_mismatch] {problem}; nothing was published")
-                # Before anything is written into the table: a failed audit leaves it as it is.
-                if audited_before(context["task_state_store"].get(PUBLISHING_KEY), ours):
-                    # An earlier try passed the audits of this very commit and was killed in its
-                    # publish (the table may lack the partition): finish it, do not audit again.
-                    self.log.info("zeta.audit.resumed: commit %s passed its audits in an earlier try; finishing its publish", ours)
-                else:
-                    self.audit(context, state, sources, staging, absent=_absent_note(out, (ti.dag_id, ti.run_id), part, exists))
-                # Registered before anything is written into the table, so that the cleanup and
-                # the sweep know where this run's pending directories and tombstones can be.
-                register_output(state, ti.dag_id, ti.run_id, self.output_root)
+                staging = self._verified_audited_staging(context, state, out, sources, ours, part, exists)
             marker = marker_for(ours, ds, incarnation, sources, time.time(), owner, part, logical_date, root_id)
-            replaced = None
-            if decision.action is PublishAction.REPLACE:
-                assert isinstance(existing, CommitMarker)  # a replace is decided on a readable marker only
-                replaced = existing.commit_id
-
-            def fence() -> None:
-                # The execution API refuses this write from a try the scheduler has reset: an
-                # orphaned try stops here, before it can rename anything into the table.
-                set_kept(context["task_state_store"], PUBLISHING_KEY, {"commit_id": ours, "at": time.time()})
-                self.failure_window("after_assemble", context)
-
             try:
-                tombstone = publish_partition(
-                    state,
-                    staging,
-                    out,
-                    part,
-                    marker,
-                    replaced,
-                    run_key=(ti.dag_id, ti.run_id),
-                    log=self.log,
-                    before_swap=fence,
-                    between_renames=lambda: self.failure_window("between_renames", context),
-                )
+                tombstone = self._publish(context, state, staging, out, part, marker, _replaced_commit(decision, existing))
                 break
             except PartitionTaken:
                 continue
-            except StagingMismatch as error:
-                raise AirflowFailException(f"[zeta.publish.staging_mismatch] {error}; nothing was published") from None
         else:
             raise AirflowFailException(f"[zeta.publish] the partition {out.url_of(part)} kept changing under this task")
         self.failure_window("after_publish", context)
         extra = asset_extra(marker)
+        self._announce(context, decision, marker, extra)
+        self._published = {
+            **extra,
+            "partition_path": extra["partition"],  # the rendered spec; "partition" is where it lies
+            "partition": out.url_of(part),
+            "tombstone": out.url_of(tombstone) if tombstone else None,
+            "rule": decision.rule,
+            "new_commit": decision.action in (PublishAction.PUBLISH, PublishAction.REPLACE),
+        }
+        return self._published
+
+    def _rendered_partition(self) -> str:
+        """The partition this run publishes: the rendered ``partition`` spec, checked
+        (``core.publish.partition_path``); a bad spec fails the task at once."""
+        try:
+            return partition_path(self.partition)
+        except BadPartitionSpec as error:
+            raise AirflowFailException(f"[zeta.publish.bad_partition] {self.task_id}: {error}") from None
+
+    def _decide(
+        self,
+        ti: Any,
+        out: StateStorage,
+        part: str,
+        ours: str,
+        incarnation: int,
+        owner: Owner,
+        logical_date: str,
+        root_id: str,
+    ) -> tuple[PublishDecision, bool, CommitMarker | CorruptState | None]:
+        """``core.publish.decide_publish`` on what the partition holds now, logged; a ``FAIL``
+        decision fails the task. Returns the decision, whether the partition exists and its marker."""
+        exists, existing, incomplete, files = partition_state(out, part)
+        decision = decide_publish(
+            ours,
+            incarnation,
+            exists,
+            existing,
+            owner,
+            enclosing=enclosing_markers(out, part),
+            nested=nested_partitions(part, files) if exists and existing is None else (),
+            owner_run_deleted=_run_deleted(ti, owner_run_to_look_up(existing, owner, logical_date, root_id)),
+            logical_date=logical_date,
+            state_root_id=root_id,
+            incomplete=incomplete,
+            publishing=publishing_intents(out, part) if exists and existing is None and not out.atomic_rename else (),
+        )
+        self.log.info("zeta.publish.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
+        if decision.action is PublishAction.FAIL:
+            raise AirflowFailException(f"[zeta.publish.{decision.rule}] {decision.reason} ({out.url_of(part)})")
+        return decision, exists, existing
+
+    def _verified_audited_staging(
+        self,
+        context: Context,
+        state: StateStorage,
+        out: StateStorage,
+        sources: Mapping[str, Any],
+        ours: str,
+        part: str,
+        exists: bool,
+    ) -> dict[str, tuple[str, dict[str, int] | None]]:
+        """Each source's staging (``_verified_staging``), checked against the files its driver
+        recorded and audited — unless an earlier try passed the audits of this very commit — and
+        then the run's output registered: all before anything is written into the table."""
+        ti = context["ti"]
+        staging = {name: self._verified_staging(state, ti, report) for name, report in sources.items()}
+        # Before the audits: a staging that is not what its driver recorded is a clear,
+        # final failure, not an audit job that cannot read it (checked again at the copy).
+        for name, (relative, recorded) in sorted(staging.items()):
+            problem = staging_problem(name, sources[name].token, recorded, state.file_sizes(relative), state.url_of(relative))
+            if problem:
+                raise AirflowFailException(f"[zeta.publish.staging_mismatch] {problem}; nothing was published")
+        # Before anything is written into the table: a failed audit leaves it as it is.
+        if audited_before(context["task_state_store"].get(PUBLISHING_KEY), ours):
+            # An earlier try passed the audits of this very commit and was killed in its
+            # publish (the table may lack the partition): finish it, do not audit again.
+            self.log.info("zeta.audit.resumed: commit %s passed its audits in an earlier try; finishing its publish", ours)
+        else:
+            self.audit(context, state, sources, staging, absent=_absent_note(out, (ti.dag_id, ti.run_id), part, exists))
+        # Registered before anything is written into the table, so that the cleanup and
+        # the sweep know where this run's pending directories and tombstones can be.
+        register_output(state, ti.dag_id, ti.run_id, self.output_root)
+        return staging
+
+    def _publish(
+        self,
+        context: Context,
+        state: StateStorage,
+        staging: dict[str, tuple[str, dict[str, int] | None]],
+        out: StateStorage,
+        part: str,
+        marker: CommitMarker,
+        replaced: str | None,
+    ) -> str | None:
+        """``publish_partition`` of ``marker``'s commit, fenced against orphaned tries, with the
+        named failure windows; the replaced partition's tombstone, if any. ``PartitionTaken`` when
+        another publisher renamed the partition first."""
+        ti = context["ti"]
+
+        def fence() -> None:
+            # The execution API refuses this write from a try the scheduler has reset: an
+            # orphaned try stops here, before it can rename anything into the table.
+            set_kept(context["task_state_store"], PUBLISHING_KEY, {"commit_id": marker.commit_id, "at": time.time()})
+            self.failure_window("after_assemble", context)
+
+        try:
+            return publish_partition(
+                state,
+                staging,
+                out,
+                part,
+                marker,
+                replaced,
+                run_key=(ti.dag_id, ti.run_id),
+                log=self.log,
+                before_swap=fence,
+                between_renames=lambda: self.failure_window("between_renames", context),
+            )
+        except StagingMismatch as error:
+            raise AirflowFailException(f"[zeta.publish.staging_mismatch] {error}; nothing was published") from None
+
+    def _announce(self, context: Context, decision: PublishDecision, marker: CommitMarker, extra: dict[str, Any]) -> None:
+        """Add the Asset event of ``marker``'s commit to the task's alias when the commit was not
+        announced yet (``core.publish.should_announce``); log either way."""
         store = context["task_state_store"]
-        new_commit = decision.action in (PublishAction.PUBLISH, PublishAction.REPLACE)
         asset = self.asset
         if asset is not None and should_announce(
             decision, marker.commit_id, store.get(PUBLISHING_KEY), store.get(ANNOUNCED_KEY)
@@ -419,15 +478,6 @@ class CompletedPointOperator(BaseOperator):
             self.log.info("zeta.publish.asset_event: %s commit %s", asset.name, marker.commit_id)
         elif asset is not None:
             self.log.info("zeta.publish.no_asset_event: commit %s was announced before; consumers are not woken", marker.commit_id)
-        self._published = {
-            **extra,
-            "partition_path": extra["partition"],  # the rendered spec; "partition" is where it lies
-            "partition": out.url_of(part),
-            "tombstone": out.url_of(tombstone) if tombstone else None,
-            "rule": decision.rule,
-            "new_commit": new_commit,
-        }
-        return self._published
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage (called by its listener after a successful execution): the output table and
@@ -594,6 +644,31 @@ class CompletedPointOperator(BaseOperator):
         return f"{relative}/{OUTPUT_DIR}", ledger.files
 
 
+def _ready_set_of(value: Any) -> tuple[int, dict[str, Report]]:
+    """The ready set the sensor returned (``core.ready.parse_ready_set``): its incarnation and the
+    report of each source; an unreadable one fails the task at once."""
+    try:
+        return parse_ready_set(value)
+    except CorruptState as error:
+        raise AirflowFailException(f"[zeta.publish.bad_ready_set] {error}") from None
+
+
+def _recover_interrupted_commits(out: StateStorage, run_key: tuple[str, str], part: str, log: Any) -> None:
+    """``recover_interrupted``; an unreadable intent fails the task at once."""
+    try:
+        recover_interrupted(out, run_key, part, log)
+    except CorruptState as error:
+        raise AirflowFailException(f"[zeta.publish.corrupt_intent] {error}") from None
+
+
+def _replaced_commit(decision: PublishDecision, existing: CommitMarker | CorruptState | None) -> str | None:
+    """The commit a ``REPLACE`` decision moves aside; None for any other decision."""
+    if decision.action is not PublishAction.REPLACE:
+        return None
+    assert isinstance(existing, CommitMarker)  # a replace is decided on a readable marker only
+    return existing.commit_id
+
+
 def _absent_note(out: StateStorage, run_key: tuple[str, str], part: str, exists: bool) -> str | None:
     """When the partition is missing although an earlier try of this run moved a published one
     aside (killed between the two renames of a replacement of another commit): what to tell the
@@ -706,26 +781,7 @@ def publish_partition(
     run_pending = run_pending_dir(*run_key)
     pending = f"{run_pending}/{marker.commit_id}-{uuid.uuid4().hex[:8]}"
     try:
-        for name, (relative, recorded) in sorted(staging.items()):
-            token = marker.tokens[name]
-            problem = staging_problem(name, token, recorded, state.file_sizes(relative), state.url_of(relative))
-            if problem:
-                raise StagingMismatch(problem)
-            # File names carry the attempt token: a reader that listed the old partition and opens a
-            # file after the swap gets "not found" (and retries), never another attempt's file.
-            target = f"{pending}/{part}/{source_dir(name)}"
-            copied = copy_tree(state, relative, out, target, name_prefix=f"{token}-")
-            copy_problem = staging_problem(
-                name, token, _prefixed(recorded, f"{token}-"), out.file_sizes(target), out.url_of(target)
-            )
-            if copy_problem:
-                raise StagingMismatch(f"the copy into the pending partition: {copy_problem}")
-            if log:
-                log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
-        # The manifest: every file of the partition and its size, what a retry and a reader verify.
-        marker = dataclasses.replace(marker, manifest=out.file_sizes(f"{pending}/{part}"))
-        if out.atomic_rename:
-            out.write_atomic(f"{pending}/{part}/{COMMIT_MARKER}", marker.to_json())
+        marker = _assemble_pending(state, staging, out, f"{pending}/{part}", marker, log)
     except BaseException:
         _discard_pending(out, pending, run_pending)
         raise
@@ -733,6 +789,67 @@ def publish_partition(
         before_swap()
     if not out.atomic_rename:
         return _publish_by_marker(out, part, pending, run_pending, marker, replaced_commit, run_key, log, between_renames)
+    return _publish_by_rename(out, part, pending, run_pending, replaced_commit, run_key, between_renames)
+
+
+def _assemble_pending(
+    state: StateStorage,
+    staging: dict[str, tuple[str, dict[str, int] | None]],
+    out: StateStorage,
+    assembled: str,
+    marker: Any,
+    log: Any,
+) -> Any:
+    """Copy each source's checked staging into ``assembled`` (the partition in its pending
+    directory) and check the copy (``StagingMismatch`` otherwise); ``marker`` with the manifest of
+    what was assembled, written beside it where a rename is atomic (elsewhere it is written last,
+    by ``_complete``)."""
+    for name, (relative, recorded) in sorted(staging.items()):
+        copied = _copy_source(state, relative, recorded, out, f"{assembled}/{source_dir(name)}", name, marker.tokens[name])
+        if log:
+            log.info("zeta.publish: source %s: %d files from %s", name, copied, relative)
+    # The manifest: every file of the partition and its size, what a retry and a reader verify.
+    marker = dataclasses.replace(marker, manifest=out.file_sizes(assembled))
+    if out.atomic_rename:
+        out.write_atomic(f"{assembled}/{COMMIT_MARKER}", marker.to_json())
+    return marker
+
+
+def _copy_source(
+    state: StateStorage,
+    relative: str,
+    recorded: dict[str, int] | None,
+    out: StateStorage,
+    target: str,
+    name: str,
+    token: str,
+) -> int:
+    """Copy source ``name``'s staging ``relative`` to ``target``, checking it against the files its
+    driver recorded before and the copy after (``StagingMismatch``); the number of files copied."""
+    problem = staging_problem(name, token, recorded, state.file_sizes(relative), state.url_of(relative))
+    if problem:
+        raise StagingMismatch(problem)
+    # File names carry the attempt token: a reader that listed the old partition and opens a
+    # file after the swap gets "not found" (and retries), never another attempt's file.
+    copied = copy_tree(state, relative, out, target, name_prefix=f"{token}-")
+    copy_problem = staging_problem(name, token, _prefixed(recorded, f"{token}-"), out.file_sizes(target), out.url_of(target))
+    if copy_problem:
+        raise StagingMismatch(f"the copy into the pending partition: {copy_problem}")
+    return copied
+
+
+def _publish_by_rename(
+    out: StateStorage,
+    part: str,
+    pending: str,
+    run_pending: str,
+    replaced_commit: str | None,
+    run_key: tuple[str, str],
+    between_renames: Any,
+) -> str | None:
+    """Where a rename is atomic: move a replaced partition aside as a tombstone (returned), then
+    rename the assembled ``<pending>/<part>`` into place in one step; ``PartitionTaken`` when
+    another publisher's partition is there first."""
     tombstone = None
     try:
         if replaced_commit is not None and out.exists(part):
@@ -827,48 +944,73 @@ def _complete(out: StateStorage, intent: Intent, log: Any = None, between_rename
     old marker there last, the new files in, the new marker last. ``PartitionTaken`` (after
     removing this commit's own files again) when another owner writes into the partition."""
     part, ours = intent.partition, intent.marker
-    marker_path = f"{part}/{COMMIT_MARKER}"
+    _uncommit(out, intent)
+    if intent.tombstone is not None:
+        _move_replaced_to_tombstone(out, intent, intent.tombstone, log)
+        if between_renames is not None:
+            between_renames()
+    problem = _land_new_files(out, intent)
+    if problem is not None:
+        _remove_own_files(out, intent)
+        raise PartitionTaken(f"{out.url_of(part)}: {problem}")
+    out.write_atomic(f"{part}/{COMMIT_MARKER}", ours.to_json())  # the commit: one PUT, last
+
+
+def _uncommit(out: StateStorage, intent: Intent) -> None:
+    """Delete the partition's marker when it is the replaced commit's or this one's, so that the
+    partition stops counting as committed before any of its files moves. ``PartitionTaken`` (after
+    removing this commit's own files) when another owner committed it, or its marker is unreadable."""
+    marker_path = f"{intent.partition}/{COMMIT_MARKER}"
     try:
         current = parse_commit_marker(out.read_bytes(marker_path), out.url_of(marker_path))
     except CorruptState as error:
         raise PartitionTaken(str(error)) from None
-    if current is not None:
-        if current.commit_id not in (intent.replaced, ours.commit_id):
-            _remove_own_files(out, intent)
-            raise PartitionTaken(f"{out.url_of(part)} was committed by {current.owner.describe()} meanwhile")
-        # The partition stops counting as committed before any of its files moves.
-        out.delete_file(marker_path)
-    if intent.tombstone is not None:
-        found = out.file_sizes(part)
-        old_files = intent.replaced_files or {}
-        if out.read_bytes(f"{intent.tombstone}/{COMMIT_MARKER}") is None:
-            for name in sorted(old_files):
-                if name in found:
-                    out.copy_file(f"{part}/{name}", f"{intent.tombstone}/{name}")
-            # Last: the tombstone is complete once it holds the old marker.
-            out.write_atomic(f"{intent.tombstone}/{COMMIT_MARKER}", (intent.replaced_marker or "{}").encode())
+    if current is None:
+        return
+    if current.commit_id not in (intent.replaced, intent.marker.commit_id):
+        _remove_own_files(out, intent)
+        raise PartitionTaken(f"{out.url_of(intent.partition)} was committed by {current.owner.describe()} meanwhile")
+    # The partition stops counting as committed before any of its files moves.
+    out.delete_file(marker_path)
+
+
+def _move_replaced_to_tombstone(out: StateStorage, intent: Intent, tombstone: str, log: Any) -> None:
+    """Copy the replaced partition's files into ``tombstone``, the old marker last (the tombstone
+    is complete once it holds it), then delete them from the partition."""
+    part = intent.partition
+    found = out.file_sizes(part)
+    old_files = intent.replaced_files or {}
+    if out.read_bytes(f"{tombstone}/{COMMIT_MARKER}") is None:
         for name in sorted(old_files):
             if name in found:
-                out.delete_file(f"{part}/{name}")
-        if log:
-            log.info("zeta.publish.tombstoned: commit %s -> %s", intent.replaced, out.url_of(intent.tombstone))
-        if between_renames is not None:
-            between_renames()
+                out.copy_file(f"{part}/{name}", f"{tombstone}/{name}")
+        # Last: the tombstone is complete once it holds the old marker.
+        out.write_atomic(f"{tombstone}/{COMMIT_MARKER}", (intent.replaced_marker or "{}").encode())
+    for name in sorted(old_files):
+        if name in found:
+            out.delete_file(f"{part}/{name}")
+    if log:
+        log.info("zeta.publish.tombstoned: commit %s -> %s", intent.replaced, out.url_of(tombstone))
+
+
+def _land_new_files(out: StateStorage, intent: Intent) -> str | None:
+    """Copy the files of ``intent``'s manifest the partition lacks from its pending directory; what
+    stands in the way of writing the marker (``core.publish.landing_problem``, or a marker that
+    appeared meanwhile), or None."""
+    part = intent.partition
     found = out.file_sizes(part)
     problem = landing_problem(intent, found)
-    if problem is None:
-        manifest = ours.manifest or {}
-        for name in sorted(manifest):
-            if found.get(name) != manifest[name]:
-                out.copy_file(f"{intent.pending}/{part}/{name}", f"{part}/{name}")
-        # Checked again right before the marker: nothing but this commit's files, and no marker.
-        problem = landing_problem(intent, out.file_sizes(part), complete=True)
-        if problem is None and out.exists(marker_path):
-            problem = "a commit marker appeared meanwhile"
     if problem is not None:
-        _remove_own_files(out, intent)
-        raise PartitionTaken(f"{out.url_of(part)}: {problem}")
-    out.write_atomic(marker_path, ours.to_json())  # the commit: one PUT, last
+        return problem
+    manifest = intent.marker.manifest or {}
+    for name in sorted(manifest):
+        if found.get(name) != manifest[name]:
+            out.copy_file(f"{intent.pending}/{part}/{name}", f"{part}/{name}")
+    # Checked again right before the marker: nothing but this commit's files, and no marker.
+    problem = landing_problem(intent, out.file_sizes(part), complete=True)
+    if problem is None and out.exists(f"{part}/{COMMIT_MARKER}"):
+        problem = "a commit marker appeared meanwhile"
+    return problem
 
 
 def _remove_own_files(out: StateStorage, intent: Intent) -> None:
