@@ -801,6 +801,112 @@ def _order_key(row: dict[str, Any]) -> tuple:
 # ---------------------------------------------------------------------------- the app
 
 
+def _authorized_dags(user, session, dag_ids: set[str], access_entity) -> set[str]:
+    """The DAGs of ``dag_ids`` whose ``access_entity`` the user may read: one batch call to the auth
+    manager, then one per DAG only if the batch is refused."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
+
+    if not dag_ids:
+        return set()
+    manager = auth_manager()
+    teams = dag_team_names(sorted(dag_ids), session)
+
+    def request(dag: str) -> "IsAuthorizedDagRequest":
+        return {"method": "GET", "access_entity": access_entity, "details": DagDetails(id=dag, team_name=teams.get(dag))}
+
+    if manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
+        return set(dag_ids)
+    return {dag for dag in dag_ids if manager.batch_is_authorized_dag([request(dag)], user=user)}
+
+
+def _monitor_for(user, session, dag_id: str | None) -> Monitor:
+    """A view limited as Airflow's own DAG-run list is: DAGs the user may read *and* whose runs he
+    may read; driver errors and Spark UI links only where he may also read task logs."""
+    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+
+    readable = set(auth_manager().get_authorized_dag_ids(user=user, method="GET"))
+    if dag_id:
+        readable &= {dag_id}
+    runs = _authorized_dags(user, session, readable, DagAccessEntity.RUN)
+    return Monitor(session, runs, _authorized_dags(user, session, runs, DagAccessEntity.TASK_LOGS))
+
+
+def _parse_section(value: str) -> Section:
+    """The ``section`` query parameter; 400 for an unknown one."""
+    from fastapi import HTTPException
+
+    try:
+        return Section(value)
+    except ValueError:
+        raise HTTPException(400, f"section must be one of {[s.value for s in Section]}, got {value!r}") from None
+
+
+def _driver_ledger(monitor: Monitor, dag_id: str, run_id: str, task_id: str, map_index: int) -> Ledger | CorruptState | None:
+    """The ledger of the task's current driver attempt (None: no attempt yet); an unreadable
+    attempt tree is a ``CorruptState``, logged: the task log still has the driver's output."""
+    try:
+        return monitor.current_ledger(dag_id, run_id, task_id, map_index)
+    except Exception as error:  # an unreadable attempt tree: the task log still has the output
+        log.warning("zeta.monitor.driver_link.unreadable: %s.%s run %s (%s)", dag_id, task_id, run_id, type(error).__name__)
+        return CorruptState("unreadable")
+
+
+def _spark_target(
+    monitor: Monitor, ledger: Ledger | CorruptState, dag_id: str, run_id: str, task_id: str, map_index: int
+) -> tuple[str | None, str]:
+    """The driver link's Spark target and its rule (``/driver``): the History Server, else the
+    running driver's Spark UI on the launcher's or an allow-listed host; else None and
+    ``task_log`` (with why, when a Spark UI was refused)."""
+    target, rule = None, "task_log"
+    if isinstance(ledger, Ledger):
+        history = history_link(monitor.settings.spark_history_server_url, ledger.spark_app_id)
+        if history:
+            target, rule = history, "history_server"
+        elif ledger.status is LedgerStatus.RUNNING and ledger.spark_ui_url is not None:
+            hosts = monitor.launcher_hosts(dag_id, run_id, task_id, map_index, ledger.token)
+            target, why = redirect_target(ledger.spark_ui_url, hosts, monitor.settings.spark_ui_allowed_hosts)
+            rule = why if target else f"task_log ({why})"
+    return target, rule
+
+
+def _one_run_sections(monitor: Monitor, dag_id: str, run_id: str, limit: int) -> dict[Section, dict[str, Any]]:
+    """The page of one run: every section empty but the run's own, which holds the run (when found)."""
+    found = monitor.run(dag_id, run_id)
+    sections: dict[Section, dict[str, Any]] = {
+        s: {"section": s.value, "total": 0, "limit": limit, "offset": 0, "runs": []} for s in Section
+    }
+    if found is not None:
+        section = Section(found["section"])
+        sections[section] = {"section": section.value, "total": 1, "limit": limit, "offset": 0, "runs": [found]}
+    return sections
+
+
+def _ui_html(
+    monitor: Monitor,
+    query: dict[str, str],
+    dag_id: str | None,
+    run_id: str | None,
+    limit: int,
+    offsets: dict[Section, int],
+    fragment: bool,
+) -> str:
+    """The page (``/ui``): the overview with its overdue cleanups, a DAG's page with its rows
+    charts above its runs, or the page of one run; only its content when ``fragment``."""
+    from airflow_provider_zeta.plugins import page
+
+    overdue = None  # the overview's overdue cleanups; the page of one run does not show them
+    if run_id and dag_id:
+        sections = _one_run_sections(monitor, dag_id, run_id, limit)
+    else:
+        sections = {s: monitor.section(s, limit, offsets[s]) for s in Section}
+        overdue = monitor.overdue()
+    content = page.render_sections(sections, query, monitor.now, dag_id=dag_id, run_id=run_id, overdue=overdue)
+    if dag_id and not run_id:
+        # The DAG's page: rows per source over its last runs, above its runs.
+        content = page.render_rows_charts(monitor.rows_history(dag_id)) + content
+    return content if fragment else page.render_page(content)
+
+
 def build_app():
     """The plugin's FastAPI app: the JSON API (``/api/runs``, ``/api/run``), the driver link's target
     (``/driver``) and the page (``/ui``)."""
@@ -809,8 +915,6 @@ def build_app():
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
     from fastapi import Depends, FastAPI, HTTPException, Query, Request
     from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
-
-    from airflow_provider_zeta.plugins import page
 
     # The annotations Airflow's own routes use: FastAPI resolves them to the request's metadata DB
     # session and authenticated user.
@@ -826,38 +930,6 @@ def build_app():
         redoc_url=None,
     )
 
-    def authorized(user, session, dag_ids: set[str], access_entity) -> set[str]:
-        """The DAGs of ``dag_ids`` whose ``access_entity`` the user may read: one batch call to the auth
-        manager, then one per DAG only if the batch is refused."""
-        from airflow.api_fastapi.auth.managers.models.resource_details import DagDetails
-
-        if not dag_ids:
-            return set()
-        manager = auth_manager()
-        teams = dag_team_names(sorted(dag_ids), session)
-
-        def request(dag: str) -> "IsAuthorizedDagRequest":
-            return {"method": "GET", "access_entity": access_entity, "details": DagDetails(id=dag, team_name=teams.get(dag))}
-
-        if manager.batch_is_authorized_dag([request(dag) for dag in sorted(dag_ids)], user=user):
-            return set(dag_ids)
-        return {dag for dag in dag_ids if manager.batch_is_authorized_dag([request(dag)], user=user)}
-
-    def monitor_for(user, session, dag_id: str | None) -> Monitor:
-        """A view limited as Airflow's own DAG-run list is: DAGs the user may read *and* whose runs he
-        may read; driver errors and Spark UI links only where he may also read task logs."""
-        readable = set(auth_manager().get_authorized_dag_ids(user=user, method="GET"))
-        if dag_id:
-            readable &= {dag_id}
-        runs = authorized(user, session, readable, DagAccessEntity.RUN)
-        return Monitor(session, runs, authorized(user, session, runs, DagAccessEntity.TASK_LOGS))
-
-    def parse_section(value: str) -> Section:
-        try:
-            return Section(value)
-        except ValueError:
-            raise HTTPException(400, f"section must be one of {[s.value for s in Section]}, got {value!r}") from None
-
     @app.get("/api/runs")
     def list_runs(
         user: GetUserDep,
@@ -867,11 +939,11 @@ def build_app():
         limit: Annotated[int, Query(ge=1, le=100)] = 25,
         offset: Annotated[int, Query(ge=0)] = 0,
     ) -> dict[str, Any]:
-        return monitor_for(user, session, dag_id).section(parse_section(section), limit, offset)
+        return _monitor_for(user, session, dag_id).section(_parse_section(section), limit, offset)
 
     @app.get("/api/run", dependencies=[Depends(dag_access_dependency("GET", DagAccessEntity.RUN))])
     def get_run(user: GetUserDep, session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
-        logs = authorized(user, session, {dag_id}, DagAccessEntity.TASK_LOGS)
+        logs = _authorized_dags(user, session, {dag_id}, DagAccessEntity.TASK_LOGS)
         found = Monitor(session, {dag_id}, logs).run(dag_id, run_id)
         if found is None:
             raise HTTPException(404, f"no run {run_id!r} of DAG {dag_id!r} with tasks of the zeta provider")
@@ -890,22 +962,10 @@ def build_app():
         host), else ``task_log``: the task's log in the Airflow UI, where the trigger streamed the
         driver's output through Airflow's masker. The driver's log file itself is never served."""
         monitor = Monitor(session, {dag_id})
-        try:
-            ledger = monitor.current_ledger(dag_id, run_id, task_id, map_index)
-        except Exception as error:  # an unreadable attempt tree: the task log still has the output
-            log.warning("zeta.monitor.driver_link.unreadable: %s.%s run %s (%s)", dag_id, task_id, run_id, type(error).__name__)
-            ledger = CorruptState("unreadable")
+        ledger = _driver_ledger(monitor, dag_id, run_id, task_id, map_index)
         if ledger is None:
             return PlainTextResponse(f"{dag_id}.{task_id} has no driver attempt in run {run_id} yet.", status_code=404)
-        target, rule = None, "task_log"
-        if isinstance(ledger, Ledger):
-            history = history_link(monitor.settings.spark_history_server_url, ledger.spark_app_id)
-            if history:
-                target, rule = history, "history_server"
-            elif ledger.status is LedgerStatus.RUNNING and ledger.spark_ui_url is not None:
-                hosts = monitor.launcher_hosts(dag_id, run_id, task_id, map_index, ledger.token)
-                target, why = redirect_target(ledger.spark_ui_url, hosts, monitor.settings.spark_ui_allowed_hosts)
-                rule = why if target else f"task_log ({why})"
+        target, rule = _spark_target(monitor, ledger, dag_id, run_id, task_id, map_index)
         if target is None:
             target = task_log_path(_ui_base(request), dag_id, run_id, task_id, map_index)
         log.info("zeta.monitor.driver_link.%s: %s.%s run %s", rule.split(" ")[0], dag_id, task_id, run_id)
@@ -924,27 +984,9 @@ def build_app():
         ended_offset: Annotated[int, Query(ge=0)] = 0,
         fragment: bool = False,
     ) -> HTMLResponse:
-        monitor = monitor_for(user, session, dag_id)
+        monitor = _monitor_for(user, session, dag_id)
         offsets = {Section.RUNNING: running_offset, Section.RETAINED: retained_offset, Section.ENDED: ended_offset}
-        overdue = None  # the overview's overdue cleanups; the page of one run does not show them
-        if run_id and dag_id:
-            found = monitor.run(dag_id, run_id)
-            sections: dict[Section, dict[str, Any]] = {
-                s: {"section": s.value, "total": 0, "limit": limit, "offset": 0, "runs": []} for s in Section
-            }
-            if found is not None:
-                section = Section(found["section"])
-                sections[section] = {"section": section.value, "total": 1, "limit": limit, "offset": 0, "runs": [found]}
-        else:
-            sections = {s: monitor.section(s, limit, offsets[s]) for s in Section}
-            overdue = monitor.overdue()
-        content = page.render_sections(
-            sections, dict(request.query_params), monitor.now, dag_id=dag_id, run_id=run_id, overdue=overdue
-        )
-        if dag_id and not run_id:
-            # The DAG's page: rows per source over its last runs, above its runs.
-            content = page.render_rows_charts(monitor.rows_history(dag_id)) + content
-        return HTMLResponse(content if fragment else page.render_page(content))
+        return HTMLResponse(_ui_html(monitor, dict(request.query_params), dag_id, run_id, limit, offsets, fragment))
 
     return app
 
