@@ -31,6 +31,7 @@ knows the current incarnation (``corrupt``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -193,91 +194,125 @@ class ReadyToCloseTrigger(BaseTrigger):
         from airflow_provider_zeta.observers import RunObserver
 
         observer = RunObserver(self.dag_id, self.run_id, self.sources, self.state_root, verified=self.verified)
-        observe = sync_to_async(observer.observe)
+        look = functools.partial(self._look, sync_to_async(observer.observe), observer)
         # After a driver ends, its deploy task reports a moment later (its trigger stores the
         # report and ends it, or it resumes on a worker): ask every READY_CHASE_EVERY for
         # READY_CHASE_FOR (at most 20 calls per ended driver), then back off.
         pacer = Pacer(
             tick=READY_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=READY_CHASE_EVERY, chase_for=READY_CHASE_FOR
         )
-        ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
-        listed_at = float("-inf")
-
-        async def ended_drivers(known: Any, timeout: float) -> Any:
-            # One trigger per run (not per source): a listing of the unreported sources every
-            # READY_WATCH_TICK, slower for many (core.pacing.listing_interval); a chase look due
-            # sooner waits only until then and lists nothing.
-            nonlocal listed_at
-            interval = listing_interval(observer.unreported, READY_WATCH_TICK, READY_LISTINGS_PER_SECOND)
-            until_listing = listed_at + interval - time.monotonic()
-            if listed_at > float("-inf") and until_listing > timeout:
-                await asyncio.sleep(max(timeout, 0.05))
-                return frozenset(ended)
-            await asyncio.sleep(max(until_listing, 0.0))
-            found = await asyncio.to_thread(observer.ended_drivers)
-            listed_at = time.monotonic()
-            if found is None:
-                return None
-            ended.update(found)
-            return frozenset(ended)
-
-        def seen_ending() -> frozenset[tuple[str, str]]:
-            # Only ledgers seen turning terminal: a report counts before its task's success only
-            # for an attempt seen ending (core.ready.REPORTED_WHILE_DEFERRED), and an old terminal
-            # ledger (a cleared run's earlier attempt) costs no reads at every look.
-            return frozenset(observer.seen_ending)
-
-        cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
-        try:
-            if await asyncio.to_thread(observer.ledgers_watchable):
-                cheap_look = ended_drivers
-        except Exception:  # storage unreachable for a moment: the backoff alone paces the looks
-            self.log.exception("zeta.ready: could not open the state root; polling on the backoff")
+        cheap_look = await self._cheap_look(observer)
         previous = None
         next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
-            evaluation = await observe(self.incarnation, self.deadline, seen_ending())
-            if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
-                await wait_out_min_deferral(self.not_before)
-                # A source may have been cleared meanwhile (alone: its downstream not with it).
-                evaluation = await observe(self.incarnation, self.deadline, seen_ending())
+            evaluation = await self._look_past_min_deferral(look)
             change = evaluation.progress_from(previous)
             if change is not None:
                 self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)
             previous = evaluation
             if evaluation.verdict is Verdict.ALL_READY:
-                # The sensor's work is done: end it from here, its ready set pushed as its return
-                # value, without a worker (the completed point starts one task start sooner). The
-                # evaluation is this moment's: a source cleared before it is not counted ready.
-                # A triggerer killed now loses the event before it is stored; the trigger then
-                # runs again from its kwargs on the next triggerer and finds the same ready set.
-                await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
-                ready_set = self.ready_set(evaluation)
-                if not (self.task_id is None or may_end_task_from_trigger(*await self._own_wait())):
-                    # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
-                    # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
-                    # sensor's own code checks whom the event is for.
-                    self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
-                    yield TriggerEvent({**self._event(evaluation), "ready_set": ready_set})
+                event, changed = await self._end_all_ready(evaluation, look)
+                if event is not None:
+                    yield event
                     return
-                confirmed = await self._decide(evaluation, lambda: observe(self.incarnation, self.deadline, seen_ending()))
-                if confirmed is not None and confirmed.verdict is Verdict.ALL_READY:
-                    yield TaskSuccessEvent(xcoms={"return_value": self.ready_set(confirmed)})
-                    return
-                if confirmed is None:  # not decided: look again
+                if changed is None:  # not decided: look again
                     pacer.looked(time.monotonic(), signature)
                     continue
-                evaluation = previous = confirmed  # a source changed while deciding: judged as any look
+                evaluation = previous = changed  # a source changed while deciding: judged as any look
             if evaluation.verdict is not Verdict.WAITING:
                 await wait_out_min_deferral(self.not_before)
                 yield TriggerEvent(self._event(evaluation))
                 return
             if self.task_id is not None and time.monotonic() >= next_stale_check:
                 next_stale_check = time.monotonic() + STALE_CHECK_EVERY
-                own_state, latest_mark, own_mark = await self._own_wait()
-                if trigger_is_stale(own_state, latest_mark, own_mark):
-                    self.log.info("zeta.ready: the sensor no longer waits on this trigger (%s): waking the holder of its id", own_state)
-                    yield TriggerEvent({**self._event(evaluation), "verdict": Verdict.WAITING.value, "stale": True})
+                stale = await self._stale_event(evaluation)
+                if stale is not None:
+                    yield stale
                     return
             pacer.looked(time.monotonic(), signature)
+
+    async def _look(self, observe: Callable[..., Awaitable[Any]], observer: Any) -> Any:
+        """One evaluation of the sources (``RunObserver.observe``)."""
+        # Only ledgers seen turning terminal: a report counts before its task's success only
+        # for an attempt seen ending (core.ready.REPORTED_WHILE_DEFERRED), and an old terminal
+        # ledger (a cleared run's earlier attempt) costs no reads at every look.
+        return await observe(self.incarnation, self.deadline, frozenset(observer.seen_ending))
+
+    async def _cheap_look(self, observer: Any) -> Callable[[Any, float], Awaitable[Any]] | None:
+        """What the pacer looks at between full looks: the drivers that ended (``_EndedDrivers``);
+        None when the ledgers cannot be watched (the backoff alone paces the looks)."""
+        try:
+            if await asyncio.to_thread(observer.ledgers_watchable):
+                return _EndedDrivers(observer)
+        except Exception:  # storage unreachable for a moment: the backoff alone paces the looks
+            self.log.exception("zeta.ready: could not open the state root; polling on the backoff")
+        return None
+
+    async def _look_past_min_deferral(self, look: Callable[[], Awaitable[Any]]) -> Any:
+        """A look; all ready before ``not_before``: that wait, then a look again."""
+        evaluation = await look()
+        if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
+            await wait_out_min_deferral(self.not_before)
+            # A source may have been cleared meanwhile (alone: its downstream not with it).
+            evaluation = await look()
+        return evaluation
+
+    async def _end_all_ready(self, evaluation: Any, look: Callable[[], Awaitable[Any]]) -> tuple[TriggerEvent | None, Any]:
+        """Every source ready: the event that ends the sensor with the ready set once the decision is
+        confirmed (``_decide``), or wakes it when this trigger is not proven to be the one it waits
+        on. Without an event: None when not decided (look again), else the evaluation of a source
+        that changed while deciding."""
+        # The sensor's work is done: end it from here, its ready set pushed as its return
+        # value, without a worker (the completed point starts one task start sooner). The
+        # evaluation is this moment's: a source cleared before it is not counted ready.
+        # A triggerer killed now loses the event before it is stored; the trigger then
+        # runs again from its kwargs on the next triggerer and finds the same ready set.
+        await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
+        ready_set = self.ready_set(evaluation)
+        if not (self.task_id is None or may_end_task_from_trigger(*await self._own_wait())):
+            # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
+            # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
+            # sensor's own code checks whom the event is for.
+            self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
+            return TriggerEvent({**self._event(evaluation), "ready_set": ready_set}), None
+        confirmed = await self._decide(evaluation, look)
+        if confirmed is not None and confirmed.verdict is Verdict.ALL_READY:
+            return TaskSuccessEvent(xcoms={"return_value": self.ready_set(confirmed)}), None
+        return None, confirmed
+
+    async def _stale_event(self, evaluation: Any) -> TriggerEvent | None:
+        """The event that wakes the holder of the sensor's trigger id when the sensor no longer
+        waits on this trigger (``core.events.trigger_is_stale``); None while it does."""
+        own_state, latest_mark, own_mark = await self._own_wait()
+        if trigger_is_stale(own_state, latest_mark, own_mark):
+            self.log.info("zeta.ready: the sensor no longer waits on this trigger (%s): waking the holder of its id", own_state)
+            return TriggerEvent({**self._event(evaluation), "verdict": Verdict.WAITING.value, "stale": True})
+        return None
+
+
+class _EndedDrivers:
+    """The pacer's cheap look (``core.pacing``): every terminal ledger of the sources' drivers seen
+    so far, a signature that only grows."""
+
+    def __init__(self, observer: Any) -> None:
+        self.observer = observer
+        self.ended: set[tuple[str, str]] = set()  # every terminal ledger seen: the signature only grows
+        self.listed_at = float("-inf")
+
+    async def __call__(self, known: Any, timeout: float) -> Any:
+        # One trigger per run (not per source): a listing of the unreported sources every
+        # READY_WATCH_TICK, slower for many (core.pacing.listing_interval); a chase look due
+        # sooner waits only until then and lists nothing.
+        interval = listing_interval(self.observer.unreported, READY_WATCH_TICK, READY_LISTINGS_PER_SECOND)
+        until_listing = self.listed_at + interval - time.monotonic()
+        if self.listed_at > float("-inf") and until_listing > timeout:
+            await asyncio.sleep(max(timeout, 0.05))
+            return frozenset(self.ended)
+        await asyncio.sleep(max(until_listing, 0.0))
+        found = await asyncio.to_thread(self.observer.ended_drivers)
+        self.listed_at = time.monotonic()
+        if found is None:
+            return None
+        self.ended.update(found)
+        return frozenset(self.ended)
