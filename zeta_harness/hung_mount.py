@@ -171,141 +171,175 @@ class HungMount:
 # ---------------------------------------------------------------------- the daemon
 
 
+class _OpsLog:
+    """The daemon's record of changing operations (``ops.jsonl``; module docstring)."""
+
+    def __init__(self, path: str, fuse_get_context: Any) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fuse_get_context = fuse_get_context
+
+    def record(self, op: str, path: str, **extra: Any) -> None:
+        """One line: the operation, its path, the calling process and thread, the wall time."""
+        _uid, _gid, thread_id = self._fuse_get_context()
+        line = {"op": op, "path": path, "pid": caller_process(thread_id), "tid": thread_id, "at": time.time(), **extra}
+        os.write(self._fd, (json.dumps(line) + "\n").encode())  # one O_APPEND write per line
+
+
+class _HungWrites:
+    """The first ``count`` terminal ledger writes block until ``release_file`` exists."""
+
+    def __init__(self, count: int, release_file: str, record: Any) -> None:
+        self._left = count
+        self._lock = threading.Lock()
+        self._release_file = release_file
+        self._record = record
+
+    def hold(self, path: str) -> None:
+        """Block this write until the release when it is one of the first ``count``; else return."""
+        with self._lock:
+            hang = self._left > 0
+            self._left -= hang
+        if hang:
+            self._record("hang", path)
+            while not os.path.exists(self._release_file):
+                time.sleep(0.1)
+            self._record("released", path)
+
+
+class _Passthrough:
+    """The mount's operations, each passed through to ``backing`` (changing ones recorded, terminal
+    ledger writes held by ``hangs``); mixed into ``mfusepy.Operations`` by ``_serve``."""
+
+    use_ns = True
+
+    def __init__(self, backing: str, record: Any, hangs: _HungWrites) -> None:
+        self._backing = backing
+        self._record = record
+        self._hangs = hangs
+
+
+    def _full(self, path: str) -> str:
+        return os.path.join(self._backing, path.lstrip("/"))
+
+    def access(self, path: str, amode: int) -> int:
+        if not os.access(self._full(path), amode):
+            raise OSError(errno.EACCES, "access denied")
+        return 0
+
+    def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
+        st = os.fstat(fh) if fh is not None else os.lstat(self._full(path))
+        keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
+        attrs = {key: getattr(st, key) for key in keys}
+        for key in ("st_atime", "st_mtime", "st_ctime"):  # nanoseconds (use_ns)
+            attrs[key] = attrs.pop(f"{key}_ns")
+        return attrs
+
+    def readdir(self, path: str, fh: int) -> list[str]:
+        return [".", "..", *os.listdir(self._full(path))]
+
+    def readlink(self, path: str) -> str:
+        return os.readlink(self._full(path))
+
+    def statfs(self, path: str) -> dict[str, int]:
+        st = os.statvfs(self._full(path))
+        keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files", "f_flag", "f_frsize", "f_namemax")
+        return {key: getattr(st, key) for key in keys}
+
+    def open(self, path: str, flags: int) -> int:
+        return os.open(self._full(path), flags)
+
+    def create(self, path: str, mode: int, fi: Any = None) -> int:
+        self._record("create", path)
+        return os.open(self._full(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+
+    def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+        return os.pread(fh, size, offset)
+
+    def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+        self._record("write", path, size=len(data))
+        if LEDGER_TEMPORARY.search(path) and TERMINAL_LEDGER.search(data):
+            self._hangs.hold(path)
+        return os.pwrite(fh, data, offset)
+
+    def truncate(self, path: str, length: int, fh: int | None = None) -> int:
+        self._record("truncate", path)
+        if fh is not None:
+            os.ftruncate(fh, length)
+        else:
+            os.truncate(self._full(path), length)
+        return 0
+
+    def flush(self, path: str, fh: int) -> int:
+        return 0
+
+    def fsync(self, path: str, datasync: int, fh: int) -> int:
+        self._record("fsync", path)
+        (os.fdatasync if datasync else os.fsync)(fh)
+        return 0
+
+    def release(self, path: str, fh: int) -> int:
+        os.close(fh)
+        return 0
+
+    def rename(self, old: str, new: str) -> int:
+        self._record("rename", old, to=new)
+        os.rename(self._full(old), self._full(new))
+        return 0
+
+    def unlink(self, path: str) -> int:
+        self._record("unlink", path)
+        os.unlink(self._full(path))
+        return 0
+
+    def mkdir(self, path: str, mode: int) -> int:
+        self._record("mkdir", path)
+        os.mkdir(self._full(path), mode)
+        return 0
+
+    def rmdir(self, path: str) -> int:
+        self._record("rmdir", path)
+        os.rmdir(self._full(path))
+        return 0
+
+    def chmod(self, path: str, mode: int) -> int:
+        self._record("chmod", path)
+        os.chmod(self._full(path), mode)
+        return 0
+
+    def chown(self, path: str, uid: int, gid: int) -> int:
+        os.chown(self._full(path), uid, gid)
+        return 0
+
+    def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
+        self._record("utimens", path)
+        if times is None:
+            os.utime(self._full(path))
+        else:
+            os.utime(self._full(path), ns=times)
+        return 0
+
+    def symlink(self, target: str, source: str) -> int:
+        self._record("symlink", target, source=source)
+        os.symlink(source, self._full(target))
+        return 0
+
+    def link(self, target: str, source: str) -> int:
+        self._record("link", target, source=source)
+        os.link(self._full(source), self._full(target))
+        return 0
+
+
 def _serve(backing: str, mountpoint: str, ops_log: str, release_file: str, hang_terminal_ledgers: int) -> None:
     from mfusepy import FUSE, Operations, fuse_get_context  # type: ignore[import-untyped,unused-ignore]
 
-    log_fd = os.open(ops_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    hangs_left = [hang_terminal_ledgers]
-    hang_lock = threading.Lock()
+    class Passthrough(_Passthrough, Operations):
+        """``_Passthrough``, with ``Operations``' defaults for the operations it leaves out."""
 
-    def record(op: str, path: str, **extra: Any) -> None:
-        _uid, _gid, thread_id = fuse_get_context()
-        line = {"op": op, "path": path, "pid": caller_process(thread_id), "tid": thread_id, "at": time.time(), **extra}
-        os.write(log_fd, (json.dumps(line) + "\n").encode())  # one O_APPEND write per line
-
-    class Passthrough(Operations):
-        use_ns = True
-
-        def _full(self, path: str) -> str:
-            return os.path.join(backing, path.lstrip("/"))
-
-        def access(self, path: str, amode: int) -> int:
-            if not os.access(self._full(path), amode):
-                raise OSError(errno.EACCES, "access denied")
-            return 0
-
-        def getattr(self, path: str, fh: int | None = None) -> dict[str, Any]:
-            st = os.fstat(fh) if fh is not None else os.lstat(self._full(path))
-            keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_atime_ns", "st_mtime_ns", "st_ctime_ns")
-            attrs = {key: getattr(st, key) for key in keys}
-            for key in ("st_atime", "st_mtime", "st_ctime"):  # nanoseconds (use_ns)
-                attrs[key] = attrs.pop(f"{key}_ns")
-            return attrs
-
-        def readdir(self, path: str, fh: int) -> list[str]:
-            return [".", "..", *os.listdir(self._full(path))]
-
-        def readlink(self, path: str) -> str:
-            return os.readlink(self._full(path))
-
-        def statfs(self, path: str) -> dict[str, int]:
-            st = os.statvfs(self._full(path))
-            keys = ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree", "f_files", "f_flag", "f_frsize", "f_namemax")
-            return {key: getattr(st, key) for key in keys}
-
-        def open(self, path: str, flags: int) -> int:
-            return os.open(self._full(path), flags)
-
-        def create(self, path: str, mode: int, fi: Any = None) -> int:
-            record("create", path)
-            return os.open(self._full(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-
-        def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
-            return os.pread(fh, size, offset)
-
-        def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
-            record("write", path, size=len(data))
-            if LEDGER_TEMPORARY.search(path) and TERMINAL_LEDGER.search(data):
-                with hang_lock:
-                    hang = hangs_left[0] > 0
-                    hangs_left[0] -= hang
-                if hang:
-                    record("hang", path)
-                    while not os.path.exists(release_file):
-                        time.sleep(0.1)
-                    record("released", path)
-            return os.pwrite(fh, data, offset)
-
-        def truncate(self, path: str, length: int, fh: int | None = None) -> int:
-            record("truncate", path)
-            if fh is not None:
-                os.ftruncate(fh, length)
-            else:
-                os.truncate(self._full(path), length)
-            return 0
-
-        def flush(self, path: str, fh: int) -> int:
-            return 0
-
-        def fsync(self, path: str, datasync: int, fh: int) -> int:
-            record("fsync", path)
-            (os.fdatasync if datasync else os.fsync)(fh)
-            return 0
-
-        def release(self, path: str, fh: int) -> int:
-            os.close(fh)
-            return 0
-
-        def rename(self, old: str, new: str) -> int:
-            record("rename", old, to=new)
-            os.rename(self._full(old), self._full(new))
-            return 0
-
-        def unlink(self, path: str) -> int:
-            record("unlink", path)
-            os.unlink(self._full(path))
-            return 0
-
-        def mkdir(self, path: str, mode: int) -> int:
-            record("mkdir", path)
-            os.mkdir(self._full(path), mode)
-            return 0
-
-        def rmdir(self, path: str) -> int:
-            record("rmdir", path)
-            os.rmdir(self._full(path))
-            return 0
-
-        def chmod(self, path: str, mode: int) -> int:
-            record("chmod", path)
-            os.chmod(self._full(path), mode)
-            return 0
-
-        def chown(self, path: str, uid: int, gid: int) -> int:
-            os.chown(self._full(path), uid, gid)
-            return 0
-
-        def utimens(self, path: str, times: tuple[int, int] | None = None) -> int:
-            record("utimens", path)
-            if times is None:
-                os.utime(self._full(path))
-            else:
-                os.utime(self._full(path), ns=times)
-            return 0
-
-        def symlink(self, target: str, source: str) -> int:
-            record("symlink", target, source=source)
-            os.symlink(source, self._full(target))
-            return 0
-
-        def link(self, target: str, source: str) -> int:
-            record("link", target, source=source)
-            os.link(self._full(source), self._full(target))
-            return 0
-
+    record = _OpsLog(ops_log, fuse_get_context).record
+    operations = Passthrough(backing, record, _HungWrites(hang_terminal_ledgers, release_file, record))
     # Attributes and names are not cached by the kernel: every process sees every change at once,
     # as the provider expects of a shared state root.
-    FUSE(Passthrough(), mountpoint, foreground=True, nothreads=False, attr_timeout=0, entry_timeout=0, negative_timeout=0)
+    FUSE(operations, mountpoint, foreground=True, nothreads=False, attr_timeout=0, entry_timeout=0, negative_timeout=0)
 
 
 def main(argv: list[str] | None = None) -> int:
