@@ -208,6 +208,40 @@ def backfill_once(cluster: AirflowCluster, dag_id: str, dates: list[str], output
     return result
 
 
+def check_dags(cluster: AirflowCluster) -> None:
+    """Wait for both sides' DAGs and the cleanup DAG; each side must run MAX_ACTIVE_RUNS at once."""
+    for dag_id in (*SIDES, CLEANUP_DAG):
+        dag = cluster.wait_for_dag(dag_id)
+        if dag_id != CLEANUP_DAG and dag.get("max_active_runs") != MAX_ACTIVE_RUNS:
+            raise ClusterError(f"{dag_id}: max_active_runs {dag.get('max_active_runs')}, expected {MAX_ACTIVE_RUNS}")
+
+
+def run_round(cluster: AirflowCluster, round_: int, args, outputs: dict[str, Path], home: Path) -> dict[str, Any]:
+    """One interleaved round: a backfill of each side, in the round's order. A round in which a
+    cluster component died is void: the component is restarted and the backfill let finish."""
+    dates = round_dates(round_, args.dates)
+    item: dict[str, Any] = {"round": round_ + 1, "order": side_order(round_), "sides": {}}
+    for dag_id in side_order(round_):
+        print(f"round {round_ + 1}: {dag_id} backfill of {dates[0]}..{dates[-1]}", file=sys.stderr, flush=True)
+        try:
+            side = backfill_once(cluster, dag_id, dates, outputs[dag_id], home / f"launches-{round_ + 1}-{dag_id}.jsonl", args.work_seconds, args.timeout)
+        except ClusterError as error:
+            dead = [name for name, component in cluster.components.items() if not component.alive()]
+            if not dead:
+                raise
+            item["void"] = f"{', '.join(dead)} died during the {LABELS[dag_id]} backfill"
+            print(f"  void: {item['void']}: {str(error)[:300]}", file=sys.stderr, flush=True)
+            cluster.print_logs(40)
+            for name in dead:
+                cluster.start_component(name)
+            cluster.wait_healthy()
+            settle(cluster, dag_id, dates)
+            break
+        print(f"  {side['wall_s']:.0f} s; re-ran: {side['reruns'] or 'nothing'}", file=sys.stderr, flush=True)
+        item["sides"][dag_id] = side
+    return item
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dates", type=int, default=6, help="dates per backfill")
@@ -236,34 +270,11 @@ def main() -> int:
     rounds: list[dict] = []
     try:
         cluster.start()
-        for dag_id in (*SIDES, CLEANUP_DAG):
-            dag = cluster.wait_for_dag(dag_id)
-            if dag_id != CLEANUP_DAG and dag.get("max_active_runs") != MAX_ACTIVE_RUNS:
-                raise ClusterError(f"{dag_id}: max_active_runs {dag.get('max_active_runs')}, expected {MAX_ACTIVE_RUNS}")
+        check_dags(cluster)
         for round_ in range(args.rounds + args.extra_rounds):
             if len(summarize(rounds)["counted"]) >= args.rounds:
                 break
-            dates = round_dates(round_, args.dates)
-            item: dict[str, Any] = {"round": round_ + 1, "order": side_order(round_), "sides": {}}
-            for dag_id in side_order(round_):
-                print(f"round {round_ + 1}: {dag_id} backfill of {dates[0]}..{dates[-1]}", file=sys.stderr, flush=True)
-                try:
-                    side = backfill_once(cluster, dag_id, dates, outputs[dag_id], home / f"launches-{round_ + 1}-{dag_id}.jsonl", args.work_seconds, args.timeout)
-                except ClusterError as error:
-                    dead = [name for name, component in cluster.components.items() if not component.alive()]
-                    if not dead:
-                        raise
-                    item["void"] = f"{', '.join(dead)} died during the {LABELS[dag_id]} backfill"
-                    print(f"  void: {item['void']}: {str(error)[:300]}", file=sys.stderr, flush=True)
-                    cluster.print_logs(40)
-                    for name in dead:
-                        cluster.start_component(name)
-                    cluster.wait_healthy()
-                    settle(cluster, dag_id, dates)
-                    break
-                print(f"  {side['wall_s']:.0f} s; re-ran: {side['reruns'] or 'nothing'}", file=sys.stderr, flush=True)
-                item["sides"][dag_id] = side
-            rounds.append(item)
+            rounds.append(run_round(cluster, round_, args, outputs, home))
     except BaseException:
         print(f"failed; the rounds done: {json.dumps(rounds)}\nthe cluster's home: {home}", file=sys.stderr)
         cluster.print_logs(40)

@@ -307,6 +307,25 @@ def report(results: list[dict], args) -> None:
     print()
     print("| wall time, run queued → data published | this provider | stock SparkSubmitOperator |")
     print("|---|---|---|")
+    print_round_rows(results, rounds)
+    if not counted:
+        print("| **no round counted**: every round re-ran something | | |")
+        return
+    clean = {dag: statistics.median(plain[dag]) for dag in plain}
+    ratio = clean[PROVIDER] / clean[BASELINE]
+    print(f"| **median** ({len(counted)} counted rounds) | **{clean[PROVIDER]:.1f} s** | **{clean[BASELINE]:.1f} s** |")
+    print(f"| **ratio** provider / stock (target ≤ 1.05) | **{ratio:.3f}** | 1 |")
+    print_kill_rows(results, clean)
+    print()
+    print("Where a clean run's time went, median over the runs of the counted rounds (seconds):")
+    print()
+    print("| hop | this provider | stock SparkSubmitOperator |")
+    print("|---|---|---|")
+    print_hop_rows(counted)
+
+
+def print_round_rows(results: list[dict], rounds: dict[int, list[dict]]) -> None:
+    """The table's warm-up row and one row per round: its order, whether it counted, its wall times."""
     warmup = {r["dag"]: r for r in results if r["kind"] == "warmup"}
     if warmup:
         cells = [f"{warmup[dag]['wall_s']:.1f} s" if dag in warmup else "—" for dag in (PROVIDER, BASELINE)]
@@ -317,31 +336,27 @@ def report(results: list[dict], args) -> None:
         why = "; ".join(f"{'provider' if r['dag'] == PROVIDER else 'stock'} re-ran: {', '.join(reran(r))}" for r in pair if reran(r))
         cells = [f"{by_dag[dag]['wall_s']:.1f} s" if dag in by_dag else "—" for dag in (PROVIDER, BASELINE)]
         print(f"| round {number} ({order}; {'counted' if not why else 'left out: ' + why}) | {cells[0]} | {cells[1]} |")
-    if not counted:
-        print("| **no round counted**: every round re-ran something | | |")
-        return
-    clean = {dag: statistics.median(plain[dag]) for dag in plain}
-    ratio = clean[PROVIDER] / clean[BASELINE]
-    print(f"| **median** ({len(counted)} counted rounds) | **{clean[PROVIDER]:.1f} s** | **{clean[BASELINE]:.1f} s** |")
-    print(f"| **ratio** provider / stock (target ≤ 1.05) | **{ratio:.3f}** | 1 |")
+
+
+def _resume(r: dict) -> str:
+    return "no worker held (deferred)" if r["resume_s"] is None else f"{r['resume_s']:.1f} s"
+
+
+def print_kill_rows(results: list[dict], clean: dict[str, float]) -> None:
+    """The table's rows of each `kill -9` run: launches and re-done driver time, resume, extra wall time."""
     for kind in ("scheduler", "triggerer", "worker"):
         row = {r["dag"]: r for r in results if r["kind"] == kind}
         if not row:
             continue
         p, b = row[PROVIDER], row[BASELINE]
         print(f"| `kill -9` {kind}: launches / re-done driver-seconds | {p['launches']} / {p['redone_s']:.0f} s | {b['launches']} / {b['redone_s']:.0f} s |")
-
-        def resume(r):
-            return "no worker held (deferred)" if r["resume_s"] is None else f"{r['resume_s']:.1f} s"
-
-        print(f"| `kill -9` {kind}: resume (to next task state change) | {resume(p)} | {resume(b)} |")
+        print(f"| `kill -9` {kind}: resume (to next task state change) | {_resume(p)} | {_resume(b)} |")
         print(f"| `kill -9` {kind}: wall time to published data, more than a clean run | "
               f"{p['wall_s'] - clean[PROVIDER]:+.0f} s | {b['wall_s'] - clean[BASELINE]:+.0f} s |")
-    print()
-    print("Where a clean run's time went, median over the runs of the counted rounds (seconds):")
-    print()
-    print("| hop | this provider | stock SparkSubmitOperator |")
-    print("|---|---|---|")
+
+
+def print_hop_rows(counted: list[list[dict]]) -> None:
+    """One row per hop: its median over the clean runs of the counted rounds, per side."""
     for hop in (*HOPS[:4], *PROVIDER_STEPS, HOPS[4]):
         cells = []
         for dag in (PROVIDER, BASELINE):
