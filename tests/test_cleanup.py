@@ -270,6 +270,53 @@ def test_clearing_the_run_after_its_cleanup_launches_every_source_again_and_publ
 PARTIAL_CLEARS = {False: "2026-04-07", True: "2026-04-08"}  # include_downstream -> the run's date
 
 
+def _trigger_partial_clear_runs(cluster, tmp_path, window: int) -> dict[bool, dict]:
+    """One run per way of clearing (PARTIAL_CLEARS), its drivers released, its cleanup delayed by
+    ``window`` seconds: include_downstream -> its date, launch log, release folder and run id."""
+    runs: dict[bool, dict] = {}
+    for include_downstream, ds in PARTIAL_CLEARS.items():
+        name = "with_downstream" if include_downstream else "without_downstream"
+        log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
+        release.mkdir()
+        for source in SOURCES:
+            (release / source).write_text("go")
+        run_id = cluster.trigger_run(
+            DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release), "cleanup_delay": window}
+        )
+        runs[include_downstream] = {"ds": ds, "log": log, "release": release, "run_id": run_id}
+    return runs
+
+
+def _clear_beta_to_completed_point(cluster, runs: dict[bool, dict]) -> None:
+    """Clear deploy_beta, ready_to_close and completed_point of each run through the REST clear
+    endpoint, with or without downstream as the run's key says; beta's next driver is held."""
+    for include_downstream, run in runs.items():
+        (run["release"] / "beta").unlink()  # incarnation 1's beta waits until released
+        cluster.api(
+            "POST",
+            f"/dags/{DAG_ID}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run["run_id"],
+                "task_ids": ["counting.deploy_beta", "counting.ready_to_close", "counting.completed_point"],
+                "only_failed": False,
+                "include_downstream": include_downstream,
+            },
+        )
+
+
+def _note_end_times(cluster, runs: dict[bool, dict]) -> bool:
+    """Airflow's end time of each run, as it says (not when this test happened to look); whether
+    every run has ended."""
+    for run in runs.values():
+        if "ended_at" not in run:
+            state = cluster.dag_run(DAG_ID, run["run_id"])
+            assert state["state"] in ("queued", "running", "success"), state
+            if state["state"] == "success":
+                run["ended_at"] = _epoch(state["end_date"])
+    return all("ended_at" in run for run in runs.values())
+
+
 def test_partial_clears_inside_the_window_lose_no_attempt_and_leave_nothing(fake_driver_cluster, tmp_path):
     """G5: deploy_beta, ready_to_close and completed_point of a published run
     cleared through the REST clear endpoint, without downstream (its default: the cleanup is not
@@ -284,17 +331,7 @@ def test_partial_clears_inside_the_window_lose_no_attempt_and_leave_nothing(fake
     cluster.wait_for_dag(CLEANUP_DAG)
     state_root, output = cluster.home / "zeta-state", cluster.home / "pipeline-output"
     window = 20
-    runs: dict[bool, dict] = {}
-    for include_downstream, ds in PARTIAL_CLEARS.items():
-        name = "with_downstream" if include_downstream else "without_downstream"
-        log, release = tmp_path / f"{name}.jsonl", tmp_path / f"release-{name}"
-        release.mkdir()
-        for source in SOURCES:
-            (release / source).write_text("go")
-        run_id = cluster.trigger_run(
-            DAG_ID, f"{ds}T00:00:00Z", conf={"launch_log": str(log), "release_dir": str(release), "cleanup_delay": window}
-        )
-        runs[include_downstream] = {"ds": ds, "log": log, "release": release, "run_id": run_id}
+    runs = _trigger_partial_clear_runs(cluster, tmp_path, window)
     for run in runs.values():
         run_id = run["run_id"]
         cluster.wait_for_task(DAG_ID, run_id, "counting.completed_point", {"success"}, timeout=300)
@@ -312,19 +349,7 @@ def test_partial_clears_inside_the_window_lose_no_attempt_and_leave_nothing(fake
         # SQLite, leaving the cleared tasks unscheduled in a finished run (Airflow's race, not this one).
         cluster.wait_for_run(DAG_ID, run_id, timeout=120)
 
-    for include_downstream, run in runs.items():
-        (run["release"] / "beta").unlink()  # incarnation 1's beta waits until released
-        cluster.api(
-            "POST",
-            f"/dags/{DAG_ID}/clearTaskInstances",
-            {
-                "dry_run": False,
-                "dag_run_id": run["run_id"],
-                "task_ids": ["counting.deploy_beta", "counting.ready_to_close", "counting.completed_point"],
-                "only_failed": False,
-                "include_downstream": include_downstream,
-            },
-        )
+    _clear_beta_to_completed_point(cluster, runs)
     for run in runs.values():
         cluster.wait_for(lambda log=run["log"]: len(tokens_by_task(log)["counting.deploy_beta"]) == 2, 120, "beta redeployed")
     for run in runs.values():
@@ -335,17 +360,7 @@ def test_partial_clears_inside_the_window_lose_no_attempt_and_leave_nothing(fake
     for run in runs.values():
         (run["release"] / "beta").write_text("go")
 
-    def ended() -> bool:
-        """Airflow's end time of each run, as it says (not when this test happened to look)."""
-        for run in runs.values():
-            if "ended_at" not in run:
-                state = cluster.dag_run(DAG_ID, run["run_id"])
-                assert state["state"] in ("queued", "running", "success"), state
-                if state["state"] == "success":
-                    run["ended_at"] = _epoch(state["end_date"])
-        return all("ended_at" in run for run in runs.values())
-
-    cluster.wait_for(ended, 300, "both runs ended", interval=0.5)
+    cluster.wait_for(lambda: _note_end_times(cluster, runs), 300, "both runs ended", interval=0.5)
     everything: list = []
     for run in runs.values():
         ds, old, kept = run["ds"], run["old"], run["kept"]
