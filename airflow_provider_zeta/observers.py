@@ -27,6 +27,18 @@ How it works
     - ``JobWatch`` (checkpoint freshness, G7) reads what ``core.freshness.judge_freshness`` needs for
       one job: the deploy task's state, then every attempt's ledger (``read_attempt_ledgers``), in
       that order, so a job that ends between the two reads is judged by its ledger, never as stale.
+    - ``look_at_attempt`` (the deploy task and its driver trigger, G1/G6) reads one attempt of a
+      deploy task: the process check, then the ledger, then — no ledger — the intent file, and
+      counts how long the heartbeat mark (or the attempt's absence) has been seen unchanged. The
+      operator turns the look into a ``core.deploy.DeployObservation`` for ``decide``, the trigger
+      into a ``core.ledger.classify_ledger`` view for ``trigger_should_fire``. What differs
+      between the two is passed in: how the process is checked (the operator also scans this
+      host's process table, ``processes.process_view``; the trigger, every look, only the recorded
+      handle, ``handle_view``), how a mark's silence is counted (the operator carries it on through
+      the task state store and the trigger's event, the trigger in its own memory), and what is
+      known of the attempt (the operator reads its record from the task state store, the trigger
+      has what the task handed it in its kwargs). ``latest_attempt_record`` is the operator's
+      record source; ``claimed_tokens`` what it reads when there is no record.
 
     Observers are built from plain values (ids, the state root's URL, a threshold, the reports a
     sensor already verified), so a trigger rebuilds one from its kwargs after a triggerer restart;
@@ -39,8 +51,10 @@ How it works
     ``CorruptState``), never followed, waited on or read whole.
 
 What it does not do
-    Decide (the verdicts are ``core.ready`` and ``core.freshness``), or write anything: recording
-    progress in the task state store and failing the task are the sensors' part.
+    Decide (the verdicts are ``core.ready``, ``core.freshness`` and ``core.deploy``), or write
+    anything itself: recording progress in the task state store and failing the task are the
+    sensors' and the deploy task's part (the deploy task's mark counter, which it passes in, keeps
+    its count in the task state store).
 """
 
 from __future__ import annotations
@@ -49,16 +63,26 @@ import json
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_zeta.airflow_internals import run_task_states, xcom_get
 from airflow_provider_zeta.core.cleanup import task_state_key
+from airflow_provider_zeta.core.deploy import ProcessView, latest_record
 from airflow_provider_zeta.core.events import DEPLOY_DEFERRAL_XCOM, DEPLOY_EARLY_REPORT_XCOM, REPORT_DEFERRAL_FIELD
 from airflow_provider_zeta.core.freshness import FreshnessJudgement, current_ledger, judge_freshness
-from airflow_provider_zeta.core.ledger import CorruptState, Ledger, parse_ledger
+from airflow_provider_zeta.core.ledger import (
+    AttemptRecord,
+    CorruptState,
+    HeartbeatSeen,
+    Ledger,
+    attempt_record_key,
+    parse_attempt_record,
+    parse_ledger,
+)
 from airflow_provider_zeta.core.monitor import MAX_LEDGER_BYTES, ledger_document_problem
-from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir, task_attempts_dir
+from airflow_provider_zeta.core.paths import INTENT_FILE, LEDGER_FILE, attempt_dir, task_attempts_dir
 from airflow_provider_zeta.core.ready import (
     REPORTED_WHILE_DEFERRED,
     Evaluation,
@@ -72,6 +96,7 @@ from airflow_provider_zeta.core.ready import (
     stale_store_problem,
     stored_document,
 )
+from airflow_provider_zeta.processes import ProcessHandle, handle_alive
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.storage import StateStorage, stat_signature
 
@@ -441,3 +466,113 @@ class JobWatch:
         return judge_freshness(
             self.job, state, self.ledger(), time.time(), self.threshold, self.first_checkpoint_threshold
         )
+
+
+# ---------------------------------------------------------------------- one deploy attempt
+
+#: How a deploy observer checks the driver process of a token (and its recorded handle).
+ProcessCheck = Callable[[str, "ProcessHandle | None"], ProcessView]
+#: How a deploy observer counts a mark it reads for a token: (token, mark) -> how long that mark
+#: has been seen unchanged (``core.ledger.HeartbeatSeen``), on that observer's own clock.
+MarkCounter = Callable[[str, str], HeartbeatSeen]
+
+
+def handle_view(token: str, handle: ProcessHandle | None) -> ProcessView:
+    """The recorded handle's own check (``processes.handle_alive``), without scanning the process
+    table for the token: ``GONE`` only when the handle's process is known to have exited."""
+    alive = None if handle is None else handle_alive(handle)
+    if alive is None:
+        return ProcessView.UNKNOWN
+    return ProcessView.ALIVE if alive else ProcessView.GONE
+
+
+@dataclass(frozen=True)
+class AttemptLook:
+    """One look at a deploy attempt (``look_at_attempt``)."""
+
+    #: What this host can tell of the driver process (checked before the ledger was read).
+    process: ProcessView
+    #: The attempt's ledger: ``None`` when absent, ``CorruptState`` when unreadable.
+    ledger: Ledger | CorruptState | None
+    #: Whether the intent file is visible; ``None`` when not looked for (a ledger was found, no
+    #: intent file was written on this state root, or the attempt is already known deleted).
+    intent_visible: bool | None = None
+    #: The ledger's heartbeat mark as counted; ``None`` without a readable ledger.
+    heartbeat: HeartbeatSeen | None = None
+    #: The attempt's absence as counted (``core.ledger.ATTEMPT_DELETED_MARK``); ``None`` when not counted.
+    deleted: HeartbeatSeen | None = None
+
+    @property
+    def heartbeat_silence(self) -> float:
+        """How long the heartbeat mark has been seen unchanged (0 when not counted)."""
+        return 0.0 if self.heartbeat is None else self.heartbeat.silent_for
+
+    @property
+    def deleted_for(self) -> float:
+        """How long the attempt has been seen deleted (0 when not counted)."""
+        return 0.0 if self.deleted is None else self.deleted.silent_for
+
+    @property
+    def unchanged_for(self) -> float:
+        """How long the one mark counted at this look (the heartbeat's or the absence's) has been
+        seen unchanged (0 when none was counted)."""
+        counted = self.heartbeat or self.deleted
+        return 0.0 if counted is None else counted.silent_for
+
+
+def look_at_attempt(
+    attempt: StateStorage,
+    token: str,
+    handle: ProcessHandle | None,
+    *,
+    check_process: ProcessCheck,
+    count_mark: MarkCounter,
+    intent_written: bool,
+    deleted_mark: str | None,
+    known_deleted: bool = False,
+) -> AttemptLook:
+    """Read the attempt of ``token`` (``attempt``: its directory on the state root).
+
+    The process first, then the ledger: a driver that writes its terminal ledger and exits between
+    the two reads is then seen as terminal, never as "running, process gone" (lost). A readable
+    ledger's heartbeat mark is counted with ``count_mark``. Without a ledger:
+
+    * ``known_deleted`` (the task already found the attempt deleted by its run's cleanup): its
+      absence is counted with ``deleted_mark``, and nothing is looked for;
+    * otherwise, when the launch wrote its intent file on this state root (``intent_written``),
+      whether that file is visible; an invisible one has its absence counted with
+      ``deleted_mark`` unless that is ``None`` (the observer reports it instead).
+    """
+    process = check_process(token, handle)
+    try:
+        ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), token, attempt.url_of(LEDGER_FILE))
+    except CorruptState as error:
+        return AttemptLook(process, error)
+    if ledger is not None:
+        return AttemptLook(process, ledger, heartbeat=count_mark(token, ledger.heartbeat_mark))
+    if known_deleted:
+        assert deleted_mark is not None
+        return AttemptLook(process, None, deleted=count_mark(token, deleted_mark))
+    if not intent_written:
+        return AttemptLook(process, None)
+    visible = attempt.exists(INTENT_FILE)
+    counted = None if visible or deleted_mark is None else count_mark(token, deleted_mark)
+    return AttemptLook(process, None, intent_visible=visible, deleted=counted)
+
+
+def latest_attempt_record(store: Any, try_number: int, where: str) -> AttemptRecord | CorruptState | None:
+    """The deploy task's latest attempt record in its task state store ``store`` (one key per try,
+    tries 1 to ``try_number``: ``core.deploy.latest_record``); ``where`` names the task in errors."""
+    records: dict[int, AttemptRecord | CorruptState | None] = {}
+    for number in range(1, try_number + 1):
+        key = attempt_record_key(number)
+        try:
+            records[number] = parse_attempt_record(store.get(key), f"{where}:{key}")
+        except CorruptState as error:
+            records[number] = error
+    return latest_record(records)
+
+
+def claimed_tokens(attempts: StateStorage) -> tuple[str, ...]:
+    """The tokens under a task key's attempts directory (``attempts``) whose driver claimed a ledger."""
+    return tuple(token for token in attempts.list_dir("") if attempts.exists(f"{token}/{LEDGER_FILE}"))

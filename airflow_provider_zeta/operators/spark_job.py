@@ -72,7 +72,6 @@ from airflow_provider_zeta.core.deploy import (
     decide,
     deferral_refusal,
     fence_incarnation,
-    latest_record,
     launch_timing,
     launch_wait_deadline,
     self_stop_wait_deadline,
@@ -104,15 +103,12 @@ from airflow_provider_zeta.core.ledger import (
     driver_output_ended,
     lease_timing_error,
     observe_heartbeat,
-    parse_attempt_record,
-    parse_ledger,
 )
 from airflow_provider_zeta.core.paths import (
     CANCEL_MARKER,
     DRIVER_LOG,
     DRIVER_LOG_CHUNKS,
     INTENT_FILE,
-    LEDGER_FILE,
     OUTPUT_DIR,
     attempt_dir,
     task_attempts_dir,
@@ -128,6 +124,7 @@ from airflow_provider_zeta.core.ready import task_ref
 from airflow_provider_zeta.core.submit_options import SPARK_SUBMIT_OPTIONS, TEMPLATED_OPTIONS, hook_arguments
 from airflow_provider_zeta.hooks.spark_driver import driver_environment, launch_driver, shipped_command, spark_submit_command
 from airflow_provider_zeta.lineage import inject_openlineage_properties, openlineage_default, openlineage_listener_enabled
+from airflow_provider_zeta.observers import AttemptLook, claimed_tokens, latest_attempt_record, look_at_attempt
 from airflow_provider_zeta.plugins.links import ZetaDriverLink
 from airflow_provider_zeta.processes import ProcessHandle, host_id, observer_clock, process_view, stop_token_processes
 from airflow_provider_zeta.runtime.driver import SPEC_FLAG
@@ -401,77 +398,69 @@ class ZetaSparkJobOperator(BaseOperator):
     def _observe(
         self, context: Context, storage: StateStorage, timing: Timing, event: dict[str, Any] | None = None
     ) -> DeployObservation:
-        store = context["task_state_store"]
-        try_number = int(context["ti"].try_number)
-        records: dict[int, AttemptRecord | CorruptState | None] = {}
-        for number in range(1, try_number + 1):
-            key = attempt_record_key(number)
-            try:
-                records[number] = parse_attempt_record(store.get(key), f"{self.task_id}:{key}")
-            except CorruptState as error:
-                records[number] = error
-        record = latest_record(records)
-        ledger: Ledger | CorruptState | None = None
-        process = ProcessView.UNKNOWN
-        intent_visible: bool | None = None
-        root_id: str | None = None
-        silent = deleted_for = 0.0
-        end_reported = False
+        """What ``core.deploy.decide`` looks at now: this task's latest attempt record (task state
+        store), its attempt on the state root and its driver process (``observers.look_at_attempt``)."""
+        record = self._latest_record(context)
+        look, root_id, end_reported = _NOTHING_LOOKED_AT, None, False
         claimed: tuple[str, ...] = ()
         if record is None:
             # No try's record: a driver of this task may still have claimed a ledger (the records
             # expired or were deleted). Those tokens must keep this try from launching beside it.
-            tasks = storage.child(task_attempts_dir(*self._key(context)))
-            claimed = tuple(token for token in tasks.list_dir("") if tasks.exists(f"{token}/{LEDGER_FILE}"))
+            claimed = claimed_tokens(storage.child(task_attempts_dir(*self._key(context))))
         if isinstance(record, AttemptRecord):
-            attempt = storage.child(attempt_dir(*self._key(context), record.token))
-            # The process first, then the ledger: a driver that writes its terminal ledger and
-            # exits between the two reads is then seen as "terminal", never as "running, process
-            # gone" (lost).
-            process = process_view(record.token, _handle_of(record))
-            try:
-                ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), record.token, attempt.url_of(LEDGER_FILE))
-            except CorruptState as error:
-                ledger = error
-            if ledger is None and record.intent_on_storage:
-                intent_visible = attempt.exists(INTENT_FILE)
-                if not intent_visible and record.state_root_id is not None:
-                    root_id = state_root_identity(storage, create=False)
-            if isinstance(ledger, Ledger):
-                silent = self._heartbeat_silence(store, record.token, ledger.heartbeat_mark, event)
-            elif intent_visible is False:
-                # Nothing of the attempt visible: how long, measured like a silence (the table
-                # reads it only for an attempt deleted from the root it was launched to).
-                mark = attempt_deleted_mark(self._incarnation(context))
-                deleted_for = self._heartbeat_silence(store, record.token, mark, event)
-                if not record.driver_ended:
-                    end_reported = self._end_reported_downstream(context, record.token)
-        if isinstance(record, AttemptRecord) and record.heartbeat_interval:
-            self._heartbeat_interval = record.heartbeat_interval  # the driver's own, for its cancel wait
+            look = self._look_at_attempt(context, storage, record, event)
+            root_id, end_reported = self._when_nothing_visible(context, storage, record, look)
+            if record.heartbeat_interval:
+                self._heartbeat_interval = record.heartbeat_interval  # the driver's own, for its cancel wait
         return DeployObservation(
             now=time.time(),
             incarnation=self._incarnation(context),
-            try_number=try_number,
+            try_number=int(context["ti"].try_number),
             record=record,
-            ledger=ledger,
-            process=process,
+            ledger=look.ledger,
+            process=look.process,
             # Judged by the lease it was launched with, not today's settings (the trigger too).
             timing=launch_timing(timing, record),
             max_tries=_max_tries(context),
-            heartbeat_unchanged_for=silent,
-            intent_visible=intent_visible,
+            heartbeat_unchanged_for=look.heartbeat_silence,
+            intent_visible=look.intent_visible,
             task=self._task_label(context),
             state_root_id=root_id,
-            deleted_for=deleted_for,
+            deleted_for=look.deleted_for,
             end_reported_downstream=end_reported,
             claimed_without_record=claimed,
-            trigger_saw_nothing=bool(
-                event
-                and event.get("view") == LedgerView.INVISIBLE.value
-                and isinstance(record, AttemptRecord)
-                and event.get("token") == record.token
-            ),
+            trigger_saw_nothing=_trigger_saw_nothing(event, record),
         )
+
+    def _look_at_attempt(
+        self, context: Context, storage: StateStorage, record: AttemptRecord, event: dict[str, Any] | None
+    ) -> AttemptLook:
+        """The record's attempt as this task sees it: every local process of the token and the
+        recorded handle, and each mark counted on from this task's stored observation and the
+        trigger's event (``_count_mark``). An invisible attempt's absence is counted under
+        this incarnation's mark (the table reads it only for an attempt deleted from the root it
+        was launched to)."""
+        store = context["task_state_store"]
+        return look_at_attempt(
+            storage.child(attempt_dir(*self._key(context), record.token)),
+            record.token,
+            _handle_of(record),
+            check_process=process_view,
+            count_mark=lambda token, mark: self._count_mark(store, token, mark, event),
+            intent_written=record.intent_on_storage,
+            deleted_mark=attempt_deleted_mark(self._incarnation(context)),
+        )
+
+    def _when_nothing_visible(
+        self, context: Context, storage: StateStorage, record: AttemptRecord, look: AttemptLook
+    ) -> tuple[str | None, bool]:
+        """(the state root's identity, whether downstream recorded the driver's end), read only
+        when nothing of the record's attempt is visible; (None, False) otherwise."""
+        if look.intent_visible is not False:
+            return None, False
+        root_id = None if record.state_root_id is None else state_root_identity(storage, create=False)
+        end_reported = not record.driver_ended and self._end_reported_downstream(context, record.token)
+        return root_id, end_reported
 
     def _end_reported_downstream(self, context: Context, token: str) -> bool:
         """Whether this run's pipeline recorded that ``token``'s driver ended, though no try of this
@@ -517,9 +506,9 @@ class ZetaSparkJobOperator(BaseOperator):
         points = [task.task_id for task in tasks if getattr(task, "is_zeta_completed_point", False) and getattr(task, "ready_task_id", None) in sensors]
         return sensors, points
 
-    def _heartbeat_silence(self, store: Any, token: str, mark: str, event: dict[str, Any] | None) -> float:
-        """How long the driver's heartbeat ``mark`` has been seen unchanged: a duration, never a clock
-        difference (``ATTEMPT_DELETED_MARK``: how long its attempt has been seen deleted).
+    def _count_mark(self, store: Any, token: str, mark: str, event: dict[str, Any] | None) -> HeartbeatSeen:
+        """The driver's heartbeat ``mark`` and how long it has been seen unchanged: a duration, never a
+        clock difference (``ATTEMPT_DELETED_MARK``: how long its attempt has been seen deleted).
 
         ``core.ledger.continue_observation`` combines this task's stored observation (this or a
         crashed earlier try, possibly on another worker) with the one its trigger handed back in
@@ -532,7 +521,7 @@ class ZetaSparkJobOperator(BaseOperator):
         seen = continue_observation(stored, reported, token, mark, clock, now)
         set_kept(store, HEARTBEAT_SEEN_KEY, seen.to_value())  # one small fixed-shape value, replaced
         self._seen = seen
-        return seen.silent_for
+        return seen
 
     # ------------------------------------------------------------------ the loop
 
@@ -619,14 +608,8 @@ class ZetaSparkJobOperator(BaseOperator):
             raise
 
     def _latest_record(self, context: Context) -> AttemptRecord | CorruptState | None:
-        store = context["task_state_store"]
-        records: dict[int, AttemptRecord | CorruptState | None] = {}
-        for number in range(1, int(context["ti"].try_number) + 1):
-            try:
-                records[number] = parse_attempt_record(store.get(attempt_record_key(number)), attempt_record_key(number))
-            except CorruptState as error:
-                records[number] = error
-        return latest_record(records)
+        """This task's latest attempt record in its task state store (the operator's record source)."""
+        return latest_attempt_record(context["task_state_store"], int(context["ti"].try_number), self.task_id)
 
     def _stop_after_failure(self, context: Context, error: Exception, token: str | None, handle: ProcessHandle | None) -> None:
         """The try fails while it owns a driver (launched or watched): stop it unless a later try
@@ -1107,6 +1090,21 @@ def _sensor_decision(context: Context, sensor: str) -> Any:
         return xcom_get(key=SENSOR_DECISION_XCOM, dag_id=ti.dag_id, task_id=sensor, run_id=ti.run_id, map_index=-1)
     except Exception as error:
         raise AirflowException(f"zeta.deploy: could not read the decision record of {sensor}: {error}") from error
+
+
+#: The look of a task without an attempt record: no process, no ledger, nothing counted.
+_NOTHING_LOOKED_AT = AttemptLook(ProcessView.UNKNOWN, None)
+
+
+def _trigger_saw_nothing(event: dict[str, Any] | None, record: AttemptRecord | CorruptState | None) -> bool:
+    """The event that woke this try is its trigger's, which saw neither the record's intent file
+    nor its ledger (``LedgerView.INVISIBLE``)."""
+    return bool(
+        event
+        and event.get("view") == LedgerView.INVISIBLE.value
+        and isinstance(record, AttemptRecord)
+        and event.get("token") == record.token
+    )
 
 
 def _max_tries(context: Context) -> int | None:

@@ -9,6 +9,10 @@ How it works
     hop shared by every driver trigger of the triggerer (``triggers.file_watch``), so a finished driver is
     noticed within about a tick — and otherwise on a backoff from 1 s up to ``poll_interval``
     (``core.pacing``); on an object store the backoff alone paces the reads.
+    Each full look is ``observers.look_at_attempt``, the deploy task's own reading of an attempt,
+    with the trigger's differences as its arguments: the process is checked by its recorded handle
+    only, each mark is counted on from the observation the task handed over, and what is known of
+    the attempt comes from the kwargs.
     ``core.ledger.classify_ledger`` turns the ledger into running / succeeded / failed / cancelled
     / lost / missing, and ``core.deploy.trigger_should_fire`` decides whether to wake the task; the
     task then decides what to do with ``core.deploy.decide``.
@@ -67,6 +71,7 @@ from airflow_provider_zeta.airflow_internals import deadlock_imminent_error, run
 from airflow_provider_zeta.core.cleanup import task_state_key
 from airflow_provider_zeta.core.deploy import (
     TASK_INSTANCE_GONE,
+    ProcessView,
     Timing,
     cancel_on_trigger_kill,
     success_report,
@@ -89,12 +94,12 @@ from airflow_provider_zeta.core.ledger import (
     LedgerView,
     classify_ledger,
     observe_heartbeat,
-    parse_ledger,
 )
 from airflow_provider_zeta.core.pacing import Pacer
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, INTENT_FILE, LEDGER_FILE
 from airflow_provider_zeta.crash_points import DRIVER_EVENT, DRIVER_REPORT_PROVEN, DRIVER_SUCCESS_EVENT, crash_when_armed
-from airflow_provider_zeta.processes import ProcessHandle, handle_alive, observer_clock, stop_token_processes
+from airflow_provider_zeta.observers import handle_view, look_at_attempt
+from airflow_provider_zeta.processes import ProcessHandle, observer_clock, stop_token_processes
 from airflow_provider_zeta.settings import open_state_storage
 from airflow_provider_zeta.triggers import LEDGER_WATCH_TICK, wait_for_full_look, wait_out_min_deferral
 from airflow_provider_zeta.triggers.file_watch import StatBatch, stat_batch
@@ -191,37 +196,54 @@ class ZetaDriverTrigger(BaseTrigger):
 
     def _look(self) -> tuple[LedgerView, str, bool, float]:
         """(view, detail, fire?, silence) after one read; the process is checked before the ledger."""
-        handle = self._handle()
-        process_gone = handle is not None and handle_alive(handle) is False
         attempt = open_state_storage(self.state_root).child(self.attempt_dir)
-        where = attempt.url_of(LEDGER_FILE)
         now = time.time()
+        look = look_at_attempt(
+            attempt,
+            self.token,
+            self._handle(),
+            check_process=handle_view,  # the recorded handle only: no scan of the process table
+            count_mark=self._count_mark,
+            intent_written=self.intent_expected,
+            deleted_mark=self._deleted_mark() if self.attempt_deleted else None,
+            known_deleted=self.attempt_deleted,
+        )
+        process_gone = look.process is ProcessView.GONE
         silent = 0.0
-        try:
-            ledger = parse_ledger(attempt.read_bytes(LEDGER_FILE), self.token, where)
-        except CorruptState as error:
+        if isinstance(look.ledger, CorruptState):
             # The parse error may quote the job-written file, and this text travels in the trigger
             # event (stored in the metadata database): only the error's class goes there. The task
             # reads the ledger again when it resumes and logs the detail, masked, in the task log.
+            error = look.ledger
             view, detail = LedgerView.LOST, f"unreadable ledger ({type(error.__cause__ or error).__name__}; the deploy task's log has the detail)"
         else:
-            self._ledger = ledger
-            if ledger is not None:
-                clock, reading = observer_clock()
-                self._seen = observe_heartbeat(self._seen, self.token, ledger.heartbeat_mark, clock, reading)
-                silent = self._seen.silent_for
-            elif self.attempt_deleted:
-                # The task's mark names its incarnation; carry that count on.
-                seen = self._seen
-                mark = seen.mark if seen is not None and seen.mark.startswith(ATTEMPT_DELETED_MARK) else ATTEMPT_DELETED_MARK
-                clock, reading = observer_clock()
-                self._seen = observe_heartbeat(seen, self.token, mark, clock, reading)
-                silent = self._seen.silent_for
-            elif self.intent_expected and not attempt.exists(INTENT_FILE):
+            self._ledger = look.ledger
+            if look.intent_visible is False:
                 return LedgerView.INVISIBLE, f"no intent file at {attempt.url_of(INTENT_FILE)}", True, 0.0
-            view = classify_ledger(ledger, now, self.lost_after, process_gone=process_gone, unchanged_for=silent)
-            detail = "" if ledger is None else f"heartbeat unchanged for {silent:.0f}s by the triggerer's clock"
-        fire = trigger_should_fire(
+            silent = look.unchanged_for
+            view = classify_ledger(look.ledger, now, self.lost_after, process_gone=process_gone, unchanged_for=silent)
+            detail = "" if look.ledger is None else f"heartbeat unchanged for {silent:.0f}s by the triggerer's clock"
+        fire = self._should_fire(view, now, silent, process_gone)
+        if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
+            detail = f"{detail}; job_timeout reached".lstrip("; ")
+        return view, detail, fire, silent
+
+    def _count_mark(self, token: str, mark: str) -> HeartbeatSeen:
+        """Count ``mark`` on from the observation this trigger holds (handed over by the task), on
+        this process's monotonic clock."""
+        clock, reading = observer_clock()
+        self._seen = observe_heartbeat(self._seen, token, mark, clock, reading)
+        return self._seen
+
+    def _deleted_mark(self) -> str:
+        """The mark a deleted attempt is counted under: the task's (it names its incarnation),
+        carried on; ``ATTEMPT_DELETED_MARK`` when the task handed over none."""
+        seen = self._seen
+        return seen.mark if seen is not None and seen.mark.startswith(ATTEMPT_DELETED_MARK) else ATTEMPT_DELETED_MARK
+
+    def _should_fire(self, view: LedgerView, now: float, silent: float, process_gone: bool) -> bool:
+        """``core.deploy.trigger_should_fire`` with this trigger's kwargs."""
+        return trigger_should_fire(
             view,
             now,
             self.missing_deadline,
@@ -232,9 +254,6 @@ class ZetaDriverTrigger(BaseTrigger):
             timeout_at=self.timeout_at,
             attempt_deleted=self.attempt_deleted,
         )
-        if fire and self.timeout_at is not None and now >= self.timeout_at and not self.wait_for_stop:
-            detail = f"{detail}; job_timeout reached".lstrip("; ")
-        return view, detail, fire, silent
 
     def _ledger_path(self) -> str | None:
         """The ledger's OS path when the state root is local (NFS included), else None."""

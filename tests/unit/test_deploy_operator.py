@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_provider_zeta.core.ledger import HeartbeatSeen, Ledger, LedgerStatus, Phase, attempt_record_key
+from airflow_provider_zeta import observers
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE, attempt_dir
 from airflow_provider_zeta.operators import spark_job
 from airflow_provider_zeta.operators.spark_job import ZetaSparkJobOperator
@@ -104,8 +105,8 @@ def test_the_process_is_observed_before_the_ledger(state_root, monkeypatch):
     store = Store()
     store.set(attempt_record_key(1), _launched_record().to_value())
     monkeypatch.setattr(spark_job, "process_view", lambda token, handle: _record_process(order))
-    real_parse = spark_job.parse_ledger
-    monkeypatch.setattr(spark_job, "parse_ledger", lambda *a: order.append("ledger") or real_parse(*a))
+    real_parse = observers.parse_ledger  # the operator reads the attempt through observers.look_at_attempt
+    monkeypatch.setattr(observers, "parse_ledger", lambda *a: order.append("ledger") or real_parse(*a))
     operator = ZetaSparkJobOperator(task_id="job", application="/x.py")
     from airflow_provider_zeta.core.deploy import Timing
 
