@@ -659,51 +659,72 @@ class ZetaSparkJobOperator(BaseOperator):
         storage = open_state_storage(settings.state_root)
         for _ in range(_MAX_DECISIONS):
             observation = self._observe(context, storage, timing, event)
-            decision = decide(observation)
-            self.log.info("zeta.deploy.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
-            if decision.action in (Action.FRESH_LAUNCH, Action.FENCE) and isinstance(observation.record, AttemptRecord):
-                self._refuse_if_cleared_without_downstream(context, observation)
+            decision = self._decide(context, observation)
             if decision.action is Action.FAIL:
-                if isinstance(observation.ledger, CorruptState):  # job-written: the task log only, masked
-                    from airflow_provider_zeta.triggers.driver_output import mask_driver_line, register_worker_secrets
-
-                    register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
-                    self.log.error("zeta.deploy.%s: %s", decision.rule, mask_driver_line(str(observation.ledger)[:_MAX_ERROR_CHARS]))
-                # Ending the try without a reusable driver: stop the token's driver first.
-                if decision.token:
-                    self._cancel_token(context, storage, decision.token, _handle_of(observation.record))
-                raise AirflowFailException(f"[zeta.deploy.{decision.rule}] {decision.reason}")
+                self._fail(context, storage, observation, decision)
             if decision.action is Action.REUSE_RESULT:
-                assert isinstance(observation.ledger, Ledger) and isinstance(observation.record, AttemptRecord)
-                # Durable before the result: a later incarnation (a clear, a reprocessing backfill)
-                # may find the attempt deleted by the run's cleanup and must know it ended.
-                if not observation.record.driver_ended:
-                    self._write_record(context, self._own_record(context, observation, driver_ended=True))
-                self.failure_window("before_result", context)
-                # The return value is this source's ready-to-close report (G2): one durable write.
-                return success_report(
-                    observation.ledger.result(),
-                    self.source or context["ti"].task_id,
-                    context["ti"].task_id,
-                    observation.record.incarnation,
-                )
+                return self._reuse_result(context, observation)
             if decision.action is Action.REPORT_FAILURE:
                 self._report_failure(context, storage, observation, decision)
             if decision.action is Action.WAIT_FOR_STOP:
                 self._write_cancel_marker(context, storage, decision.token or "")
-            if decision.action in (Action.REATTACH, Action.WAIT_FOR_LAUNCH, Action.WAIT_FOR_STOP, Action.WAIT_FOR_SELF_STOP):
+            if decision.action in _WAITS:
                 return self._defer_on(context, observation, decision, settings, poll)
             if decision.action is Action.FENCE:
                 self._fence(context, storage, observation)
                 continue
             if decision.action is Action.FRESH_LAUNCH:
-                if decision.cancel_token:
-                    self._cancel_token(context, storage, decision.cancel_token, _handle_of(observation.record))
-                return self._launch(context, storage, settings, heartbeat, poll, timing)
+                return self._replace_and_launch(context, storage, observation, decision, (settings, heartbeat, poll, timing))
         raise AirflowFailException(
             f"zeta.deploy: no stable decision after {_MAX_DECISIONS} steps; the state root "
             f"{settings.state_root!r} may not show this task its own writes"
         )
+
+    def _decide(self, context: Context, observation: DeployObservation) -> Decision:
+        """``core.deploy.decide`` on the observation, logged under its rule; a try about to replace
+        a cleared task's attempt is refused first when nothing would publish the new one."""
+        decision = decide(observation)
+        self.log.info("zeta.deploy.%s -> %s: %s", decision.rule, decision.action.value, decision.reason)
+        if decision.action in (Action.FRESH_LAUNCH, Action.FENCE) and isinstance(observation.record, AttemptRecord):
+            self._refuse_if_cleared_without_downstream(context, observation)
+        return decision
+
+    def _fail(self, context: Context, storage: StateStorage, observation: DeployObservation, decision: Decision) -> None:
+        """``fail``: log a corrupt ledger's error (masked), stop the token's driver, fail without retry."""
+        if isinstance(observation.ledger, CorruptState):  # job-written: the task log only, masked
+            from airflow_provider_zeta.triggers.driver_output import mask_driver_line, register_worker_secrets
+
+            register_worker_secrets(self.conn_id, self.env_vars, self.conf, self.application_args, self.log)
+            self.log.error("zeta.deploy.%s: %s", decision.rule, mask_driver_line(str(observation.ledger)[:_MAX_ERROR_CHARS]))
+        # Ending the try without a reusable driver: stop the token's driver first.
+        if decision.token:
+            self._cancel_token(context, storage, decision.token, _handle_of(observation.record))
+        raise AirflowFailException(f"[zeta.deploy.{decision.rule}] {decision.reason}")
+
+    def _reuse_result(self, context: Context, observation: DeployObservation) -> dict[str, Any]:
+        """``reuse_result``: the finished driver's report, once the record says its driver ended."""
+        assert isinstance(observation.ledger, Ledger) and isinstance(observation.record, AttemptRecord)
+        # Durable before the result: a later incarnation (a clear, a reprocessing backfill)
+        # may find the attempt deleted by the run's cleanup and must know it ended.
+        if not observation.record.driver_ended:
+            self._write_record(context, self._own_record(context, observation, driver_ended=True))
+        self.failure_window("before_result", context)
+        # The return value is this source's ready-to-close report (G2): one durable write.
+        return success_report(
+            observation.ledger.result(),
+            self.source or context["ti"].task_id,
+            context["ti"].task_id,
+            observation.record.incarnation,
+        )
+
+    def _replace_and_launch(
+        self, context: Context, storage: StateStorage, observation: DeployObservation, decision: Decision, launch: tuple[Any, ...]
+    ) -> Any:
+        """``fresh_launch``: stop the token it replaces (when the decision names one), then launch."""
+        settings, heartbeat, poll, timing = launch
+        if decision.cancel_token:
+            self._cancel_token(context, storage, decision.cancel_token, _handle_of(observation.record))
+        return self._launch(context, storage, settings, heartbeat, poll, timing)
 
     def _refuse_if_cleared_without_downstream(self, context: Context, observation: DeployObservation) -> None:
         """A try about to replace a cleared task's attempt fails first when nothing would publish
@@ -1091,6 +1112,9 @@ def _sensor_decision(context: Context, sensor: str) -> Any:
     except Exception as error:
         raise AirflowException(f"zeta.deploy: could not read the decision record of {sensor}: {error}") from error
 
+
+#: The decisions that defer on the driver trigger (or wait in the task, ``deferrable=False``).
+_WAITS = (Action.REATTACH, Action.WAIT_FOR_LAUNCH, Action.WAIT_FOR_STOP, Action.WAIT_FOR_SELF_STOP)
 
 #: The look of a task without an attempt record: no process, no ledger, nothing counted.
 _NOTHING_LOOKED_AT = AttemptLook(ProcessView.UNKNOWN, None)
