@@ -267,71 +267,103 @@ class ZetaDriverTrigger(BaseTrigger):
         end it with the driver's report (a proven success) or wake it with the driver's view."""
         # A full look (ledger read, process check) on every change of the ledger file, seen by its
         # stat every LEDGER_WATCH_TICK, and otherwise on a backoff up to poll_interval (core.pacing).
-        ledger_path = await asyncio.to_thread(self._ledger_path)
-        cheap_look: Callable[[Any, float], Awaitable[Any]] | None = None
-        if ledger_path:
-            cheap_look = functools.partial(_ledger_signature, stat_batch(LEDGER_WATCH_TICK), ledger_path)
-
+        cheap_look = await self._cheap_look()
         pacer = Pacer(
             tick=LEDGER_WATCH_TICK, first=1.0, slowest=self.poll_interval, after_change=self.poll_interval
         )
-        # The driver's output (all its logic is in triggers/driver_output.py).
-        from airflow_provider_zeta.triggers.driver_output import DriverOutput, log_lines
+        output = await self._driver_output()
+        next_stale_check = time.monotonic() + STALE_CHECK_EVERY
+        while True:
+            signature = await wait_for_full_look(pacer, cheap_look)
+            view, detail, fire = await self._full_look()
+            if output is not None:
+                await self._stream_output(output, view, fire)
+            if fire:
+                assert view is not None
+                yield await self._final_event(view, detail or "", output)
+                return
+            if self.stale_check and self.task_key and time.monotonic() >= next_stale_check:
+                next_stale_check = time.monotonic() + STALE_CHECK_EVERY
+                stale = await self._stale_event()
+                if stale is not None:
+                    yield stale
+                    return
+            pacer.looked(time.monotonic(), signature)
+
+    async def _cheap_look(self) -> Callable[[Any, float], Awaitable[Any]] | None:
+        """The ledger file's stat signature, watched in the triggerer's shared stat batch; None when
+        the state root is not local (the backoff alone paces the looks)."""
+        ledger_path = await asyncio.to_thread(self._ledger_path)
+        if not ledger_path:
+            return None
+        return functools.partial(_ledger_signature, stat_batch(LEDGER_WATCH_TICK), ledger_path)
+
+    async def _driver_output(self) -> Any:
+        """The driver's output to stream into the task's log (all its logic is in
+        triggers/driver_output.py), its secrets registered; None when not asked for."""
+        from airflow_provider_zeta.triggers.driver_output import DriverOutput
 
         output = DriverOutput.from_kwargs(self.state_root, self.attempt_dir, self.driver_output)
         if output is not None:
             await output.register_secrets(self.log)
-        next_stale_check = time.monotonic() + STALE_CHECK_EVERY
-        while True:
-            signature = await wait_for_full_look(pacer, cheap_look)
-            try:
-                view, detail, fire, _ = await asyncio.to_thread(self._look)
-            except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
-                self.log.exception("zeta driver %s: could not read the ledger; retrying", self.token)
-                view, detail, fire = None, None, False
-            if output is not None:  # stream new driver output into the task's log
-                try:
-                    if fire and view in OUTPUT_ENDED_VIEWS:  # a shipped log's last chunks come a moment later
-                        await output.settle()
-                    log_lines(self.log, self.token, await asyncio.to_thread(output.drain if fire else output.poll))
-                except Exception:  # the output is a convenience: never fail the wait over it
-                    self.log.exception("zeta driver %s: could not read the driver's output", self.token)
-            if fire:
-                assert view is not None
-                self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
-                await wait_out_min_deferral(self.not_before)
-                event = self._event(view, detail or "")
-                if output is not None:
-                    event["driver_output_offset"] = output.offset
-                run_id = str((self.task_key or {}).get("run_id"))
-                report = await self._report_to_end_task_with(view, output)
-                if report is not None:
-                    # The report goes with the event that ends the task without a worker: Airflow
-                    # stores it as the task's return value in the transaction that ends the task,
-                    # and only if the task still waits on this trigger. A triggerer that froze after
-                    # the proof and goes on after the task ran again stores no return value (its
-                    # early copy names an old deferral, which no wait counts); one killed before the
-                    # event reaches the database loses the event, and the next triggerer runs this
-                    # trigger again from its kwargs and reads the same ledger.
-                    await crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
-                    yield TaskSuccessEvent(xcoms={"return_value": report})
-                    return
-                # A triggerer killed now loses the event; the trigger runs again from its kwargs on
-                # the next triggerer and reads the same ledger.
-                await crash_when_armed(DRIVER_EVENT, run_id)
-                yield TriggerEvent(event)
-                return
-            if self.stale_check and self.task_key and time.monotonic() >= next_stale_check:
-                next_stale_check = time.monotonic() + STALE_CHECK_EVERY
-                state = await self._task_state()
-                if trigger_is_stale(state):
-                    # Only a reused id keeps this trigger running: wake its holder, whose own code
-                    # sees the event is not its own. The driver is left alone (the task may be
-                    # deciding about it right now); the run's cleanup or the sweep stops strays.
-                    self.log.info("zeta driver %s: the task no longer waits on this trigger (%s): waking the holder of its id", self.token, state)
-                    yield TriggerEvent({"token": self.token, "view": "stale", "detail": "", "seen": None, "task_key": self.task_key})
-                    return
-            pacer.looked(time.monotonic(), signature)
+        return output
+
+    async def _full_look(self) -> tuple[LedgerView | None, str | None, bool]:
+        """(view, detail, fire?) of one full look; (None, None, False) when storage cannot be read."""
+        try:
+            view, detail, fire, _ = await asyncio.to_thread(self._look)
+        except Exception:  # storage unreachable for a moment: keep waiting, never fail the task
+            self.log.exception("zeta driver %s: could not read the ledger; retrying", self.token)
+            return None, None, False
+        return view, detail, fire
+
+    async def _stream_output(self, output: Any, view: LedgerView | None, fire: bool) -> None:
+        """Stream the driver's new output into the task's log: all of it once the trigger fires."""
+        from airflow_provider_zeta.triggers.driver_output import log_lines
+
+        try:
+            if fire and view in OUTPUT_ENDED_VIEWS:  # a shipped log's last chunks come a moment later
+                await output.settle()
+            log_lines(self.log, self.token, await asyncio.to_thread(output.drain if fire else output.poll))
+        except Exception:  # the output is a convenience: never fail the wait over it
+            self.log.exception("zeta driver %s: could not read the driver's output", self.token)
+
+    async def _final_event(self, view: LedgerView, detail: str, output: Any) -> TriggerEvent:
+        """The event the trigger ends with once it fires: ``TaskSuccessEvent`` with the driver's
+        report when this trigger is proven to end the task, else the view that wakes the task."""
+        self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
+        await wait_out_min_deferral(self.not_before)
+        event = self._event(view, detail)
+        if output is not None:
+            event["driver_output_offset"] = output.offset
+        run_id = str((self.task_key or {}).get("run_id"))
+        report = await self._report_to_end_task_with(view, output)
+        if report is not None:
+            # The report goes with the event that ends the task without a worker: Airflow
+            # stores it as the task's return value in the transaction that ends the task,
+            # and only if the task still waits on this trigger. A triggerer that froze after
+            # the proof and goes on after the task ran again stores no return value (its
+            # early copy names an old deferral, which no wait counts); one killed before the
+            # event reaches the database loses the event, and the next triggerer runs this
+            # trigger again from its kwargs and reads the same ledger.
+            await crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
+            return TaskSuccessEvent(xcoms={"return_value": report})
+        # A triggerer killed now loses the event; the trigger runs again from its kwargs on
+        # the next triggerer and reads the same ledger.
+        await crash_when_armed(DRIVER_EVENT, run_id)
+        return TriggerEvent(event)
+
+    async def _stale_event(self) -> TriggerEvent | None:
+        """The event that wakes the holder of this trigger's id when the task no longer waits on
+        this trigger (``core.events.trigger_is_stale``); None while it does."""
+        state = await self._task_state()
+        if not trigger_is_stale(state):
+            return None
+        # Only a reused id keeps this trigger running: wake its holder, whose own code
+        # sees the event is not its own. The driver is left alone (the task may be
+        # deciding about it right now); the run's cleanup or the sweep stops strays.
+        self.log.info("zeta driver %s: the task no longer waits on this trigger (%s): waking the holder of its id", self.token, state)
+        return TriggerEvent({"token": self.token, "view": "stale", "detail": "", "seen": None, "task_key": self.task_key})
 
     async def _report_to_end_task_with(self, view: LedgerView, output: Any) -> dict[str, Any] | None:
         """The task's report once this trigger is proven to be the one to end it; None (the task is
