@@ -6,12 +6,19 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.ready import (
     MAX_NAMES_IN_MESSAGE,
     Evaluation,
     Report,
+    StoredWhileDeferred,
     Verdict,
     evaluate,
+    mapped_entry_kwargs,
+    mapped_expected,
+    mapped_source_names,
+    parse_ready_set,
+    stale_store_problem,
 )
 
 NOW = 5_000.0
@@ -102,3 +109,92 @@ def test_the_progress_line_is_logged_only_on_a_change_and_names_only_what_change
 )
 def test_any_change_of_verdict_failures_problems_or_ready_sources_is_logged(before, after):
     assert after.progress_from(before) is not None
+
+
+# -- the mapped source list's refusals say what was given and what a source is ----------------------
+
+
+def test_a_mapped_list_of_the_wrong_type_is_refused_naming_that_type():
+    with pytest.raises(ValueError, match=r"per-source dicts, not dict$"):
+        mapped_source_names({"source": "north"}, "p.ready")
+    with pytest.raises(ValueError, match=r"per-source dicts, not int$"):
+        mapped_source_names(3, "p.ready")
+
+
+def test_a_mapped_list_entry_without_a_valid_name_is_refused_saying_what_a_source_is():
+    with pytest.raises(ValueError) as error:
+        mapped_source_names(["ok", "a=b"], "p.ready")
+    assert str(error.value) == (
+        "p.ready: entry 1 of the mapped source list ('a=b') names no valid source: a source is a "
+        "non-empty name without '/' or '=' (or a dict with such a 'source')"
+    )
+
+
+def test_the_expected_sources_of_a_bad_mapped_list_are_refused_naming_the_waiting_task():
+    with pytest.raises(ValueError, match=r"^p\.ready: the mapped source list is missing"):
+        mapped_expected("p.deploy", None, "p.ready")
+
+
+def test_an_entry_with_unknown_keys_is_refused_naming_its_source():
+    with pytest.raises(ValueError, match=r"^p: source entry 'north' holds \['retries'\]; an entry may hold"):
+        mapped_entry_kwargs({"source": "north", "retries": 3}, "/j.py", {}, "p")
+
+
+@pytest.mark.parametrize("name", [5, ["north"], "", "a/b", "a=b", None])
+def test_an_entry_whose_source_is_not_a_valid_name_is_refused(name):
+    with pytest.raises(ValueError, match="names no valid source"):
+        mapped_entry_kwargs({"source": name}, "/j.py", {}, "p")
+
+
+# -- a report stored by a trigger of an earlier deferral --------------------------------------------
+
+
+def test_a_report_stored_under_an_earlier_deferral_is_refused_saying_what_to_clear():
+    report = Report("a", "deploy_a", 0, "tok-a", "/out/a", 3)
+    raw = {**report.to_value(), "deferral_mark": "mark-1"}
+    assert stale_store_problem(report, raw, "mark-1") is None
+    assert stale_store_problem(report, raw, "mark-2") == (
+        "source 'a', attempt tok-a: the report was stored by the trigger of an earlier deferral of its "
+        "task, after the task was run again (a late write over the new try's report) — clear the "
+        "source's deploy task to run it again"
+    )
+
+
+@pytest.mark.parametrize("raw", ['{"deferral_mark": "mark-1"}', ["deferral_mark"], None, 3])
+def test_a_value_that_is_not_a_report_names_no_deferral_to_check(raw):
+    report = Report("a", "deploy_a", 0, "tok-a", "/out/a", 3)
+    assert stale_store_problem(report, raw, "mark-2") is None
+
+
+@pytest.mark.parametrize("mark", ["", 7])
+def test_a_deferred_tasks_report_whose_mark_is_empty_or_not_a_text_never_counts_early(mark):
+    """Even when the task's latest deferral mark reads back as the very same value."""
+    expected = sources("a")
+    raw = {**report_of("a", incarnation=1), "deferral_mark": mark}
+    early = {"deploy_a": StoredWhileDeferred(raw, mark, frozenset({"tok-a"}))}
+    ev = evaluate(expected, {"deploy_a": "deferred"}, {}, 1, NOW, NOW + 60, None, early)
+    assert ev.verdict is Verdict.WAITING and ev.missing == ("a",)
+    counted = {"deploy_a": StoredWhileDeferred({**raw, "deferral_mark": "m"}, "m", frozenset({"tok-a"}))}
+    assert evaluate(expected, {"deploy_a": "deferred"}, {}, 1, NOW, NOW + 60, None, counted).verdict is Verdict.ALL_READY
+
+
+# -- the ready set's refusals ----------------------------------------------------------------------
+
+
+def test_a_ready_set_that_is_not_one_is_refused_naming_its_type_and_what_to_read():
+    with pytest.raises(CorruptState) as error:
+        parse_ready_set([1, 2])
+    assert str(error.value) == (
+        "the ready set is list without 'sources': the completed point must read the ReadyToCloseSensor's return value"
+    )
+    with pytest.raises(CorruptState, match=r"^the ready set has no valid 'incarnation'$"):
+        parse_ready_set({"sources": {"a": report_of("a")}, "incarnation": "x"})
+    with pytest.raises(CorruptState, match=r"^the ready set entry of source 'a' is not a report$"):
+        parse_ready_set({"sources": {"a": ["x"]}, "incarnation": 1})
+
+
+def test_a_ready_set_entry_without_a_task_id_is_read_with_an_empty_one():
+    incarnation, ready = parse_ready_set({"incarnation": 2, "sources": {"a": report_of("a")}})
+    assert incarnation == 2 and ready["a"].task_id == ""
+    with pytest.raises(CorruptState, match=r"\(XCom return_value of task ''\) lacks 'token'"):
+        parse_ready_set({"incarnation": 2, "sources": {"a": {"source": "a", "incarnation": 2, "output_path": "/o"}}})
