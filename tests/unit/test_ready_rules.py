@@ -13,11 +13,14 @@ from airflow_provider_zeta.core.ready import (
     Report,
     StoredWhileDeferred,
     Verdict,
+    attempt_problem,
     evaluate,
     mapped_entry_kwargs,
     mapped_expected,
     mapped_source_names,
     parse_ready_set,
+    parse_report,
+    split_task_ref,
     stale_store_problem,
 )
 
@@ -198,3 +201,52 @@ def test_a_ready_set_entry_without_a_task_id_is_read_with_an_empty_one():
     assert incarnation == 2 and ready["a"].task_id == ""
     with pytest.raises(CorruptState, match=r"\(XCom return_value of task ''\) lacks 'token'"):
         parse_ready_set({"incarnation": 2, "sources": {"a": {"source": "a", "incarnation": 2, "output_path": "/o"}}})
+
+
+def test_the_ready_set_holds_each_report_whole_under_its_source():
+    """The sensor's return value, read by the completed point, the deploy tasks and the page."""
+    evaluation = Evaluation(Verdict.ALL_READY, {"b": Report("b", "deploy_b", 1, "tok-b", "/out/b", None), **_ready("a")})
+    assert evaluation.ready_set(2) == {
+        "incarnation": 2,
+        "sources": {
+            "a": {"source": "a", "task_id": "deploy_a", "incarnation": 0, "token": "tok-a", "output_path": "/out/a", "rows": 3},
+            "b": {"source": "b", "task_id": "deploy_b", "incarnation": 1, "token": "tok-b", "output_path": "/out/b", "rows": None},
+        },
+    }
+
+
+def test_a_report_whose_attempt_left_no_ledger_says_why_and_what_to_clear():
+    report = Report("a", "deploy_a", 0, "tok-a", "/out/a", 3)
+    assert attempt_problem(report, None) == (
+        "source 'a', attempt tok-a: unknown attempt token (no driver ledger: the attempt never started, or the "
+        "run's delayed cleanup already deleted it) — clear the source's deploy task to run it again"
+    )
+
+
+def test_a_wait_for_no_source_is_refused():
+    with pytest.raises(ValueError, match=r"^a ready-to-close wait needs at least one expected source$"):
+        evaluate({}, {}, {}, 0, NOW, NOW + 60)
+
+
+@pytest.mark.parametrize("bad", ["p.deploy[1x", "p.deploy[12)", "p.deploy[3"])
+def test_a_reference_that_opens_a_map_index_and_does_not_close_it_is_refused(bad):
+    with pytest.raises(ValueError, match="is neither a task id nor"):
+        split_task_ref(bad)
+
+
+@pytest.mark.parametrize("rows", [{"rows": None}, {}])
+def test_a_report_without_a_row_count_is_read_with_none(rows):
+    value = {"source": "a", "incarnation": 1, "token": "tok-a", "output_path": "/out/a", **rows}
+    assert parse_report(value, "a", "deploy_a").rows is None
+
+
+@pytest.mark.parametrize("empty", [{"token": ""}, {"output_path": ""}])
+def test_a_report_with_an_empty_token_or_output_path_is_refused(empty):
+    value = {"source": "a", "incarnation": 1, "token": "tok-a", "output_path": "/out/a", **empty}
+    with pytest.raises(CorruptState, match=r"\(XCom return_value of task 'deploy_a'\) has an empty token or output path$"):
+        parse_report(value, "a", "deploy_a")
+
+
+def test_a_ready_set_without_a_source_is_refused():
+    with pytest.raises(CorruptState, match=r"^the ready set holds no source: nothing to publish$"):
+        parse_ready_set({"incarnation": 1, "sources": {}})
