@@ -10,8 +10,10 @@ import pytest
 from airflow_provider_zeta.core.incarnation import (
     clear_epoch,
     cleared_without_downstream,
+    current_refusal,
     decision_names,
     publish_incarnation,
+    refusal_record,
     task_clear_epoch,
 )
 
@@ -91,3 +93,30 @@ def test_a_deploy_cleared_without_its_sensor_before_the_publish_says_the_ready_s
     assert refusal is not None
     assert ": the run holds its earlier attempt in its ready set, and a new attempt would never be published." in refusal
     assert "published from" not in refusal
+
+
+@pytest.mark.parametrize(
+    ("value", "state", "try_number", "shown"),
+    [
+        (refusal_record(2, "cleared_without_downstream", "why"), "failed", 2, "[cleared_without_downstream] why"),
+        ({"try_number": 2, "reason": "why"}, "failed", 2, "[refused] why"),  # no rule: a generic one
+        ({"try_number": 2, "rule": 7, "reason": "why"}, "failed", 2, "[refused] why"),
+        (refusal_record(2, "r", "why"), "failed", 3, None),  # a later try
+        (refusal_record(2, "r", "why"), "running", 2, None),  # the try is not failed
+        (refusal_record(2, "r", "why"), None, 2, None),
+        ({"try_number": 2, "rule": "r", "reason": 5}, "failed", 2, None),
+        ({"try_number": 2, "rule": "r"}, "failed", 2, None),
+        ('{"try_number": 2, "rule": "r", "reason": "why"}', "failed", 2, None),  # not a record
+        (None, "failed", 2, None),
+    ],
+)
+def test_a_refusal_is_shown_only_for_the_current_failed_try_with_its_rule(value, state, try_number, shown):
+    assert current_refusal(value, state, try_number) == shown
+
+
+def test_a_refusal_record_keeps_the_try_the_rule_and_the_reason():
+    assert refusal_record("3", "cleared_without_downstream", "why") == {
+        "try_number": 3,
+        "rule": "cleared_without_downstream",
+        "reason": "why",
+    }
