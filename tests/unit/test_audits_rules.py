@@ -5,21 +5,30 @@ test_audits.py."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from airflow_provider_zeta.core.audits import (
+    AUDIT_JOB_FORMAT,
     Audit,
     AuditResult,
     SourceFacts,
     SparkRequest,
     UserAudit,
+    audit_job_request,
+    check_audit_submit_kwargs,
     decide_audits,
     not_null,
+    parse_audit_job_result,
+    parse_outcome,
     rows_within,
     same_schema,
+    spark_request,
     unique_key,
     user_audit,
 )
+from airflow_provider_zeta.core.ledger import CorruptState
 
 SCHEMA = (("id", "bigint"), ("ts", "timestamp"), ("v", "double"))
 
@@ -305,3 +314,160 @@ def test_an_audits_list_keeps_its_order_and_makes_a_callable_a_user_audit():
     checked = check_audits([first, mine], "p.cp")
     assert checked[0] is first and isinstance(checked[1], UserAudit) and checked[1].check is mine and checked[1].name == "mine"
     assert check_audits([], "p.cp") == ()
+
+
+# -- building the audits ---------------------------------------------------------------------------
+
+
+def test_not_null_and_unique_key_ask_for_the_schema_with_their_counts():
+    assert not_null(["id", "v"]).spark_request() == SparkRequest(schema=True, not_null=("id", "v"))
+    assert unique_key(["id", "ts"]).spark_request() == SparkRequest(schema=True, unique_keys=(("id", "ts"),))
+    assert same_schema().spark_request() == SparkRequest(schema=True)
+    assert rows_within(1).spark_request() == SparkRequest() and not rows_within(1).spark_request()
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: unique_key(""), "unique_key: 'columns' must name at least one column, each a non-empty string (got ('',))"),
+        (lambda: unique_key(["a", "a"]), "unique_key: 'columns' names a column twice (['a', 'a'])"),
+        (lambda: not_null(3), "not_null: 'columns' must be a column name or a list of names, not 3"),
+        (lambda: not_null([]), "not_null: 'columns' must name at least one column, each a non-empty string (got [])"),
+        (lambda: not_null(["id", None]), "not_null: 'columns' must name at least one column, each a non-empty string (got ['id', None])"),
+        (lambda: rows_within(), "rows_within: give 'min', 'max' or both"),
+        (lambda: rows_within(min=-1), "rows_within: 'min' must be a whole number of rows, 0 or more, or None (got -1)"),
+        (lambda: rows_within(max=True), "rows_within: 'max' must be a whole number of rows, 0 or more, or None (got True)"),
+        (lambda: rows_within(min=1.5), "rows_within: 'min' must be a whole number of rows, 0 or more, or None (got 1.5)"),
+        (lambda: rows_within(min=3, max=2), "rows_within: 'min' (3) is above 'max' (2)"),
+        (lambda: rows_within(min=1, sources="a"), "rows_within: 'sources' must be a list of source names, not 'a'"),
+        (lambda: rows_within(min=1, sources=["a", ""]), "rows_within: 'sources' must be a list of source names, not ('a', '')"),
+        (lambda: rows_within(min=1, sources=["a", 3]), "rows_within: 'sources' must be a list of source names, not ('a', 3)"),
+    ],
+)
+def test_a_badly_built_audit_is_refused_naming_the_audit_and_the_argument(build, message):
+    with pytest.raises(ValueError) as error:
+        build()
+    assert str(error.value) == message
+
+
+def test_an_audits_default_name_shows_its_specification():
+    assert rows_within(min=0, max=0).name == "rows_within(min=0, max=0)"
+    assert rows_within(max=3).name == "rows_within(min=None, max=3)"
+    assert rows_within(1, name="enough").name == "enough"
+    assert rows_within(1, sources=["a", "b"]).sources == ("a", "b")
+    assert rows_within(1, sources=iter(["a"])).sources == ("a",)
+    assert not_null("id").columns == ("id",) and not_null("id").name == "not_null(id)"
+    assert not_null(["id", "v"], name="full").name == "full"
+    assert unique_key(["id", "ts"]).name == "unique_key(id, ts)" and unique_key("id", name="k").name == "k"
+    assert same_schema().name == "same_schema" and same_schema(name="shape").name == "shape"
+
+
+# -- the audit job's documents ---------------------------------------------------------------------
+
+WHERE = "/tmp/r.json"
+
+
+def job_result(**sources) -> str:
+    return json.dumps({"format": AUDIT_JOB_FORMAT, "sources": sources})
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (None, "the audit job wrote no result at /tmp/r.json; see its output in the task log"),
+        ("{", "the audit job's result at /tmp/r.json is not JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"),
+        (json.dumps([1]), "the audit job's result at /tmp/r.json is not a format-1 result document"),
+        (json.dumps({"format": 2, "sources": {}}), "the audit job's result at /tmp/r.json is not a format-1 result document"),
+        (json.dumps({"format": 1, "sources": []}), "the audit job's result at /tmp/r.json is not a format-1 result document"),
+        (job_result(b={}), "the audit job's result at /tmp/r.json has nothing for source 'a'"),
+        (job_result(a=[]), "the audit job's result at /tmp/r.json has nothing for source 'a'"),
+        (job_result(a={"rows": -1}), "the audit job's result at /tmp/r.json has an invalid entry for 'a': -1 is not a count"),
+        (job_result(a={"nulls": {"id": 1.5}}), "the audit job's result at /tmp/r.json has an invalid entry for 'a': 1.5 is not a count"),
+        (job_result(a={"duplicates": [[["id"], True]]}), "the audit job's result at /tmp/r.json has an invalid entry for 'a': True is not a count"),
+        (job_result(a={"rows": "3"}), "the audit job's result at /tmp/r.json has an invalid entry for 'a': '3' is not a count"),
+        ('{"format": 1, "sources": {"a": {"rows": Infinity}}}', "the audit job's result at /tmp/r.json has an invalid entry for 'a': inf is not a count"),
+        ('{"format": 1, "sources": {"a": {"rows": NaN}}}', "the audit job's result at /tmp/r.json has an invalid entry for 'a': nan is not a count"),
+        (job_result(a={"schema": [["id"]]}),
+         "the audit job's result at /tmp/r.json has an invalid entry for 'a': not enough values to unpack (expected 2, got 1)"),
+    ],
+)
+def test_an_audit_job_result_that_is_not_one_is_refused_saying_where_and_why(raw, message):
+    with pytest.raises(CorruptState) as error:
+        parse_audit_job_result(raw, ["a"], WHERE)
+    assert str(error.value) == message
+
+
+def test_an_audit_job_result_gives_what_it_read_of_each_source_and_none_for_what_it_did_not():
+    raw = job_result(
+        a={},
+        b={"rows": 2.0, "nulls": {"x": 0, "y": 3}, "schema": [["x", "int"], [1, "string"]], "duplicates": [[["x", "y"], 0], [["x"], 4]]},
+        c={"rows": 0},
+    )
+    assert parse_audit_job_result(raw.encode(), ["a", "b"], WHERE) == {
+        "a": {"schema": None, "nulls": None, "duplicates": None, "read_rows": None},
+        "b": {"schema": (("x", "int"), ("1", "string")), "nulls": {"x": 0, "y": 3}, "duplicates": {("x", "y"): 0, ("x",): 4}, "read_rows": 2},
+    }
+
+
+def test_the_audit_jobs_request_names_each_staging_in_order_and_what_to_read():
+    assert audit_job_request(SparkRequest(), {"b": "file:///b", "a": "file:///a"}, WHERE) == {
+        "format": 1,
+        "sources": {"a": "file:///a", "b": "file:///b"},
+        "schema": False,
+        "not_null": [],
+        "unique_keys": [],
+        "result": WHERE,
+    }
+
+
+def test_the_audits_together_ask_the_audit_job_for_each_thing_once_in_order():
+    merged = spark_request([rows_within(1), unique_key(["id", "ts"]), not_null(["v", "id"]), not_null("id", name="again"), unique_key(["id", "ts"], name="k")])
+    assert merged == SparkRequest(schema=True, not_null=("v", "id"), unique_keys=(("id", "ts"),))
+    assert spark_request([user_audit(lambda facts: True, needs_schema=True)]) == SparkRequest(schema=True)
+    assert spark_request([]) == SparkRequest()
+
+
+# -- the audit job's further arguments, the fence, the stored outcome ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ([1], "p.cp: 'audit_spark_submit_kwargs' must be a mapping of SparkSubmitHook arguments, got [1]"),
+        ({"conn_id": "x", "application": "y", "driver_memory": "1g"},
+         "p.cp: 'audit_spark_submit_kwargs' may not set 'application', 'conn_id': the completed point sets it for its audit job "
+         "(the connection is 'audit_conn_id')"),
+        ({"application_args": []},
+         "p.cp: 'audit_spark_submit_kwargs' may not set 'application_args': the completed point sets it for its audit job "
+         "(the connection is 'audit_conn_id')"),
+    ],
+)
+def test_the_audit_jobs_further_arguments_are_refused_naming_the_task_and_the_keys(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        check_audit_submit_kwargs(kwargs, "p.cp")
+    assert str(error.value) == message
+
+
+def test_the_audit_jobs_further_arguments_are_kept_as_given():
+    given = {"driver_memory": "1g", "conf": {"spark.x": "1"}}
+    kept = check_audit_submit_kwargs(given, "p.cp")
+    assert kept == given and kept is not given
+    assert check_audit_submit_kwargs(None, "p.cp") == {} and check_audit_submit_kwargs({}, "p.cp") == {}
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ({"results": []}, {"results": []}),
+        ('{"results": [], "passed": true}', {"results": [], "passed": True}),
+        (b'{"results": []}', {"results": []}),
+        (b"\xff", None),
+        ("{", None),
+        ({"results": 3}, None),
+        ({"passed": True}, None),
+        ([1], None),
+        (None, None),
+    ],
+)
+def test_a_stored_audit_outcome_is_read_back_or_none(value, parsed):
+    assert parse_outcome(value) == parsed
