@@ -471,3 +471,48 @@ def test_the_audit_jobs_further_arguments_are_kept_as_given():
 )
 def test_a_stored_audit_outcome_is_read_back_or_none(value, parsed):
     assert parse_outcome(value) == parsed
+
+
+# -- rows per source over runs ---------------------------------------------------------------------
+
+
+def test_rows_history_keeps_each_pipelines_points_in_run_order_with_the_publish_winning():
+    from airflow_provider_zeta.core.audits import RowsPoint, rows_history
+
+    audited = {"passed": True, "pipeline_id": "p", "rows": {"a": 5}, "results": []}
+    refused = {"passed": False, "failed_sources": ["b", "a"], "pipeline_id": "q", "rows": {"a": 1, "b": 0}, "results": []}
+    no_rows = {"passed": True, "pipeline_id": "p", "results": []}
+    anonymous = {"passed": True, "failed_sources": None, "rows": {"a": 2}, "results": []}
+    published = {"commit_id": "c1", "pipeline_id": "p", "rows": {"a": 6, "b": 2.5, "c": False}}
+    history = rows_history([
+        ("r1", [], [audited, json.dumps(refused)]),
+        ("r2", [json.dumps(published).encode(), b"\xff", "{", {"pipeline_id": "p", "rows": {"a": 1}}, {"commit_id": "c", "rows": 3}],
+         [json.dumps(audited), no_rows, "{", 7]),
+        ("r3", [], [anonymous]),
+    ])
+    assert history == {
+        "p": [RowsPoint("r1", {"a": 5}, "audited"), RowsPoint("r2", {"a": 6, "b": None, "c": None}, "published")],
+        "q": [RowsPoint("r1", {"a": 1, "b": 0}, "audit_failed", ("b", "a"))],
+        "": [RowsPoint("r3", {"a": 2}, "audited")],
+    }
+    assert rows_history([]) == {} and rows_history([("r", [], [])]) == {}
+
+
+def test_an_audit_shows_as_its_name_and_asks_for_nothing_unless_it_says_so():
+    assert repr(rows_within(1)) == "rows_within(min=1, max=None)" and repr(same_schema(name="shape")) == "shape"
+    assert Audit().spark_request() == SparkRequest()
+    with pytest.raises(NotImplementedError):
+        Audit().evaluate({})
+
+
+@pytest.mark.parametrize(
+    ("request_", "needed"),
+    [
+        (SparkRequest(), False),
+        (SparkRequest(schema=True), True),
+        (SparkRequest(not_null=("a",)), True),
+        (SparkRequest(unique_keys=(("a",),)), True),
+    ],
+)
+def test_an_audit_job_is_needed_when_anything_is_to_be_read(request_, needed):
+    assert bool(request_) is needed
