@@ -184,6 +184,7 @@ def test_same_schema_judges_every_source_against_the_most_common_schema_naming_e
         "c": schema_fact("c", two),
         "d": schema_fact("d", tuple(reversed(two))),
         "e": schema_fact("e", (("id", "bigint"),)),
+        "f": schema_fact("f", (("v", "int"), ("id", "string"))),
     }
     same = {"reference_source": "c", "columns": 2, "missing": [], "extra": [], "type_differs": {}}
     assert same_schema().evaluate(facts) == [
@@ -194,6 +195,8 @@ def test_same_schema_judges_every_source_against_the_most_common_schema_naming_e
         AuditResult("same_schema", "c", True, same, "source 'c': same schema as 'c' (2 columns)"),
         AuditResult("same_schema", "d", True, same, "source 'd': same schema as 'c' (2 columns)"),
         AuditResult("same_schema", "e", False, {**same, "columns": 1, "missing": ["v"]}, "source 'e': schema differs from 'c''s: lacks ['v']"),
+        AuditResult("same_schema", "f", False, {**same, "type_differs": {"id": ["bigint", "string"], "v": ["double", "int"]}},
+                    "source 'f': schema differs from 'c''s: types differ id: bigint vs string, v: double vs int"),
     ]
     assert same_schema(name="shape").evaluate({"a": schema_fact("a", None)}) == [
         AuditResult("shape", "a", False, {}, "source 'a': its schema was not read"),
