@@ -489,8 +489,8 @@ def test_rows_history_keeps_each_pipelines_points_in_run_order_with_the_publish_
     published = {"commit_id": "c1", "pipeline_id": "p", "rows": {"a": 6, "b": 2.5, "c": False}}
     history = rows_history([
         ("r1", [], [audited, json.dumps(refused)]),
-        ("r2", [json.dumps(published).encode(), b"\xff", "{", {"pipeline_id": "p", "rows": {"a": 1}}, {"commit_id": "c", "rows": 3}],
-         [json.dumps(audited), no_rows, "{", 7]),
+        ("r2", [b"\xff", "{", {"pipeline_id": "p", "rows": {"a": 1}}, {"commit_id": "c", "rows": 3}, json.dumps(published).encode()],
+         [no_rows, "{", 7, json.dumps(audited)]),
         ("r3", [], [anonymous]),
     ])
     assert history == {
@@ -519,3 +519,18 @@ def test_an_audit_shows_as_its_name_and_asks_for_nothing_unless_it_says_so():
 )
 def test_an_audit_job_is_needed_when_anything_is_to_be_read(request_, needed):
     assert bool(request_) is needed
+
+
+def test_a_single_callable_is_refused_as_an_audits_list():
+    from airflow_provider_zeta.core.audits import RowsWithin, check_audits
+
+    with pytest.raises(ValueError, match=r"^p\.cp: 'audits' must be a list of audits"):
+        check_audits(lambda facts: True, "p.cp")
+    assert RowsWithin(1, sources=["a"]).sources == ("a",)
+
+
+def test_the_summary_shows_numbers_that_are_not_json_as_text():
+    from airflow_provider_zeta.core.audits import AuditOutcome
+
+    outcome = AuditOutcome((AuditResult("x", "a", False, {"seen": {3}}, "odd"),))
+    assert outcome.summary() == '1 of 1 audit result(s) failed: x on a: odd {"seen": "{3}"}'
