@@ -491,7 +491,7 @@ def test_rows_history_keeps_each_pipelines_points_in_run_order_with_the_publish_
         ("r1", [], [audited, json.dumps(refused)]),
         ("r2", [b"\xff", "{", {"pipeline_id": "p", "rows": {"a": 1}}, {"commit_id": "c", "rows": 3}, json.dumps(published).encode()],
          [no_rows, "{", 7, json.dumps(audited)]),
-        ("r3", [], [anonymous]),
+        ("r3", [], [no_rows, anonymous]),
     ])
     assert history == {
         "p": [RowsPoint("r1", {"a": 5}, "audited"), RowsPoint("r2", {"a": 6, "b": None, "c": None}, "published")],
