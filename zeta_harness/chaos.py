@@ -523,9 +523,12 @@ def create_backfill(
     apache/airflow#68705 makes the creation one transaction). Asking again then creates a new
     ``backfill__`` run for that date, whose completed point replaces the deleted run's partition
     (``owner_run_deleted``). Each refusal is logged with the runs that existed before it and are
-    gone after it."""
+    gone after it. A refusal can also leave the backfill itself behind: asked again, the API then
+    answers 409 ("already a running backfill"), and the running backfill of those dates is the one
+    asked for."""
     deadline = time.monotonic() + timeout
     dag_id = body["dag_id"]
+    refused = False
 
     def run_ids() -> set[str] | None:
         try:
@@ -538,12 +541,29 @@ def create_backfill(
         try:
             return cluster.api("POST", "/backfills", body)
         except ClusterError as error:
+            left_behind = _backfill_left_by_a_refusal(cluster, body) if refused and "HTTP 409" in str(error) else None
+            if left_behind is not None:
+                log(f"  POST /backfills answered 409 after a 503: backfill {left_behind['id']} of the refused creation runs")
+                return left_behind
             if "HTTP 503" not in str(error) or time.monotonic() > deadline:
                 raise
+            refused = True
             after = run_ids()
             gone = sorted(before - after) if before is not None and after is not None else "(could not list the runs)"
             log(f"  POST /backfills answered 503 (database locked); runs gone meanwhile: {gone}")
         time.sleep(2)
+
+
+def _backfill_left_by_a_refusal(cluster: AirflowCluster, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The running backfill of ``body``'s DAG and dates, if there is one."""
+    backfills = cluster.api("GET", f"/backfills?dag_id={body['dag_id']}&limit=100")["backfills"]
+    running = [
+        b for b in backfills
+        if b.get("completed_at") is None
+        and b["from_date"].replace("+00:00", "Z").startswith(body["from_date"].removesuffix("Z"))
+        and b["to_date"].replace("+00:00", "Z").startswith(body["to_date"].removesuffix("Z"))
+    ]
+    return running[-1] if running else None
 
 
 def restart_dead_components(cluster: AirflowCluster, at: float, log: Callable[[str], None] = print) -> list[str]:
