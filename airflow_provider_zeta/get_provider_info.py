@@ -73,7 +73,8 @@ CONFIG_OPTIONS: dict[str, dict[str, str]] = {
             "Least time a trigger of the provider keeps its task deferred before it wakes it, so that "
             "Airflow's scheduler has processed the deferring worker's exit first; a wake-up before "
             "that turns into a spurious retry of the task (harmless to the job, but it uses up a "
-            "retry). Raise it on a slow scheduler; lower it only where the scheduler loop is quick "
+            "retry). A trigger that ends its task instead (a succeeded job's report, the ready-to-close "
+            "sensor's ready set) does not wait. Raise it on a slow scheduler; lower it only where the scheduler loop is quick "
             "(a test deployment). Seconds (12) or H:MM:SS, more than 0 and at most 300.\n"
         ),
         "type": "string",

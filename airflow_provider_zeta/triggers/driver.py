@@ -332,7 +332,6 @@ class ZetaDriverTrigger(BaseTrigger):
         """The event the trigger ends with once it fires: ``TaskSuccessEvent`` with the driver's
         report when this trigger is proven to end the task, else the view that wakes the task."""
         self.log.info("zeta driver %s: %s %s", self.token, view.value, detail)
-        await wait_out_min_deferral(self.not_before)
         event = self._event(view, detail)
         if output is not None:
             event["driver_output_offset"] = output.offset
@@ -348,6 +347,9 @@ class ZetaDriverTrigger(BaseTrigger):
             # trigger again from its kwargs and reads the same ledger.
             await crash_when_armed(DRIVER_SUCCESS_EVENT, run_id)
             return TaskSuccessEvent(xcoms={"return_value": report})
+        # Only a wake-up waits out the minimum deferral: the event that ends the task above sets
+        # it to success, which the deferring worker's late exit cannot turn into a retry.
+        await wait_out_min_deferral(self.not_before)
         # A triggerer killed now loses the event; the trigger runs again from its kwargs on
         # the next triggerer and reads the same ledger.
         await crash_when_armed(DRIVER_EVENT, run_id)

@@ -206,7 +206,7 @@ class ReadyToCloseTrigger(BaseTrigger):
         next_stale_check = time.monotonic() + STALE_CHECK_EVERY
         while True:
             signature = await wait_for_full_look(pacer, cheap_look)
-            evaluation = await self._look_past_min_deferral(look)
+            evaluation = await look()
             change = evaluation.progress_from(previous)
             if change is not None:
                 self.log.info("zeta.ready.%s: %s", evaluation.verdict.value, change)
@@ -249,15 +249,6 @@ class ReadyToCloseTrigger(BaseTrigger):
             self.log.exception("zeta.ready: could not open the state root; polling on the backoff")
         return None
 
-    async def _look_past_min_deferral(self, look: Callable[[], Awaitable[Any]]) -> Any:
-        """A look; all ready before ``not_before``: that wait, then a look again."""
-        evaluation = await look()
-        if evaluation.verdict is Verdict.ALL_READY and time.time() < self.not_before:
-            await wait_out_min_deferral(self.not_before)
-            # A source may have been cleared meanwhile (alone: its downstream not with it).
-            evaluation = await look()
-        return evaluation
-
     async def _end_all_ready(self, evaluation: Any, look: Callable[[], Awaitable[Any]]) -> tuple[TriggerEvent | None, Any]:
         """Every source ready: the event that ends the sensor with the ready set once the decision is
         confirmed (``_decide``), or wakes it when this trigger is not proven to be the one it waits
@@ -269,17 +260,29 @@ class ReadyToCloseTrigger(BaseTrigger):
         # A triggerer killed now loses the event before it is stored; the trigger then
         # runs again from its kwargs on the next triggerer and finds the same ready set.
         await crash_when_armed(READY_SUCCESS_EVENT, self.run_id)
-        ready_set = self.ready_set(evaluation)
         if not (self.task_id is None or may_end_task_from_trigger(*await self._own_wait())):
             # Not proven to be the trigger the sensor waits on: maybe a stale one whose id
             # Airflow gave to another deferral (core.events). Wake whoever holds the id; the
             # sensor's own code checks whom the event is for.
             self.log.info("zeta.ready: not proven to be the sensor's current trigger: waking it instead of ending it")
-            return TriggerEvent({**self._event(evaluation), "ready_set": ready_set}), None
+            return await self._wake_all_ready(evaluation, look)
         confirmed = await self._decide(evaluation, look)
         if confirmed is not None and confirmed.verdict is Verdict.ALL_READY:
             return TaskSuccessEvent(xcoms={"return_value": self.ready_set(confirmed)}), None
         return None, confirmed
+
+    async def _wake_all_ready(self, evaluation: Any, look: Callable[[], Awaitable[Any]]) -> tuple[TriggerEvent | None, Any]:
+        """The event that wakes the sensor with the ready set, past the minimum deferral (only a
+        wake-up needs it: an event that ends the sensor sets it to success, which its deferring
+        worker's late exit cannot turn into a retry); a source that changed during that wait is
+        judged as any look."""
+        if time.time() < self.not_before:
+            await wait_out_min_deferral(self.not_before)
+            # A source may have been cleared meanwhile (alone: its downstream not with it).
+            evaluation = await look()
+            if evaluation.verdict is not Verdict.ALL_READY:
+                return None, evaluation
+        return TriggerEvent({**self._event(evaluation), "ready_set": self.ready_set(evaluation)}), None
 
     async def _stale_event(self, evaluation: Any) -> TriggerEvent | None:
         """The event that wakes the holder of the sensor's trigger id when the sensor no longer

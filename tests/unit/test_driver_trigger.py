@@ -1,6 +1,6 @@
 """ZetaDriverTrigger without a triggerer: liveness by observation, storage errors, hosts, on_kill.
 
-Each test reproduces an issue-13 defect of the trigger (a transient storage error failed the
+Each test reproduces a defect the trigger once had (a transient storage error failed the
 trigger — and so the task — without stopping the driver; the driver's clock was compared with the
 triggerer's; an unshared state root read as "missing"; a deleted run kept its driver).
 """
@@ -362,3 +362,32 @@ def test_a_deferring_worker_whose_clock_is_minutes_off_never_holds_the_event_lon
     payload = asyncio.run(_first(trigger, timeout=5.0))
     assert payload["view"] == "succeeded"
     assert time.monotonic() - started < 3.0
+
+
+def test_a_proven_trigger_ends_its_task_without_waiting_out_the_minimum_deferral(tmp_path, monkeypatch):
+    """The minimum deferral only guards a wake-up: Airflow turns a task resumed before the
+    scheduler processed its deferring worker's exit into a spurious retry. An event that ends the
+    task sets it to success, which that exit cannot contradict, so it goes at once."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "4")  # [zeta] min_deferral
+    _succeeded(tmp_path)
+    trigger, _ = _ending_trigger(tmp_path, monkeypatch, not_before=time.time() + 4.0)
+    started = time.monotonic()
+    event = asyncio.run(_first_event(trigger, timeout=10.0))
+    assert isinstance(event, TaskSuccessEvent)
+    assert time.monotonic() - started < 2.0
+
+
+def test_a_trigger_that_wakes_its_task_waits_out_the_minimum_deferral(tmp_path, monkeypatch):
+    """The same succeeded driver, but the trigger is not proven to be its task's current one: the
+    task is woken, and not before ``not_before``."""
+    from airflow.triggers.base import TaskSuccessEvent
+
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "4")  # [zeta] min_deferral
+    _succeeded(tmp_path)
+    trigger, _ = _ending_trigger(tmp_path, monkeypatch, latest_mark="m2", not_before=time.time() + 4.0)
+    started = time.monotonic()
+    event = asyncio.run(_first_event(trigger, timeout=10.0))
+    assert not isinstance(event, TaskSuccessEvent)
+    assert time.monotonic() - started >= 3.5

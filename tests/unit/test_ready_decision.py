@@ -122,7 +122,7 @@ def test_the_sensor_woken_with_all_ready_writes_its_decision_before_it_looks_at_
     assert [d for _, d in _decisions(journal)][-1] == sensor_decision({})
 
 
-def _trigger_events(monkeypatch, looks: list[Evaluation], journal: list, timeout: float = 10.0):
+def _trigger_events(monkeypatch, looks: list[Evaluation], journal: list, timeout: float = 10.0, own_mark="m1", **kw):
     from airflow_provider_zeta.triggers.ready_to_close import ReadyToCloseTrigger
 
     _observer(monkeypatch, "airflow_provider_zeta.observers.RunObserver", looks, journal)
@@ -131,11 +131,11 @@ def _trigger_events(monkeypatch, looks: list[Evaluation], journal: list, timeout
     )
     trigger = ReadyToCloseTrigger(
         dag_id="d", run_id="r", sources=SOURCES, incarnation=0, deadline=1e12, poll_interval=0.05,
-        state_root="/nowhere", task_id="p.ready_to_close", deferral_mark="m1",
+        state_root="/nowhere", task_id="p.ready_to_close", deferral_mark="m1", **kw,
     )
 
     async def own_wait():
-        return "deferred", "m1", "m1"
+        return "deferred", own_mark, "m1"
 
     trigger._own_wait = own_wait
 
@@ -164,3 +164,31 @@ def test_the_trigger_seeing_a_source_cleared_while_it_decides_takes_the_decision
     decisions = [d for _, d in _decisions(journal)]
     assert decision_names(decisions[0], "p.deploy_eu", "tok-eu-1") and decisions[1] == sensor_decision({})
     assert decision_names(decisions[-1], "p.deploy_eu", "tok-eu-2")
+
+
+def test_the_trigger_ends_the_sensor_without_waiting_out_the_minimum_deferral(monkeypatch):
+    """The minimum deferral only guards a wake-up (Airflow turns a task resumed before the scheduler
+    processed its deferring worker's exit into a spurious retry); the event that ends the sensor
+    sets it to success, which that exit cannot contradict."""
+    import time
+
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "4")  # [zeta] min_deferral
+    started = time.monotonic()
+    event = _trigger_events(monkeypatch, [ALL_READY, ALL_READY], [], not_before=time.time() + 4.0)
+    assert isinstance(event, TaskSuccessEvent)
+    assert time.monotonic() - started < 2.0
+
+
+def test_the_trigger_that_wakes_the_sensor_waits_out_the_minimum_deferral_and_looks_again(monkeypatch):
+    """Not proven to be the trigger the sensor waits on: the sensor is woken with the ready set,
+    not before ``not_before``, and with the sources as they are after that wait."""
+    import time
+
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "4")  # [zeta] min_deferral
+    journal: list = []
+    later = Evaluation(Verdict.ALL_READY, {"eu": _report("eu", "tok-eu-2"), "us": _report("us", "tok-us-1")})
+    started = time.monotonic()
+    event = _trigger_events(monkeypatch, [ALL_READY, later], journal, own_mark="m2", not_before=time.time() + 4.0)
+    assert not isinstance(event, TaskSuccessEvent)
+    assert time.monotonic() - started >= 3.5
+    assert "tok-eu-2" in str(event.payload["ready_set"]) and "tok-eu-1" not in str(event.payload["ready_set"])
