@@ -66,7 +66,7 @@ java17:
 
 ## lint: ruff on the package, the test harness, tests, DAGs, scripts and benchmarks; mypy on the package and the harness; import-linter's layer contracts (seconds; `make test` runs it first)
 lint: $(STAMP_TEST)
-	$(BIN)/ruff check airflow_provider_zeta zeta_harness tests dags scripts benchmarks
+	$(BIN)/ruff check airflow_provider_zeta zeta_harness tests dags scripts benchmarks docs/examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

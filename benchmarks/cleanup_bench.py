@@ -34,7 +34,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from unittest import mock
 
 from airflow_provider_zeta import janitor

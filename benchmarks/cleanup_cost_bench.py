@@ -77,11 +77,10 @@ def counting_storage_class():
 
 def metadata_database(pipeline_runs: list[str], cleanup_runs: list[str]) -> None:
     """Airflow's tables on a SQLite file, with the runs the tasks ask about."""
-    from sqlalchemy import event, insert
-    from sqlalchemy.engine import Engine
-
     from airflow import settings
     from airflow.models import import_all_models
+    from sqlalchemy import event, insert
+    from sqlalchemy.engine import Engine
 
     import_all_models()
     from airflow.models.base import Base

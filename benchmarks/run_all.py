@@ -267,7 +267,7 @@ def main() -> int:
             return 1
         when = (
             f"Measured by `make bench` ({'quick run: smaller sizes, a smoke check, not a figure' if quick else 'full size'}) "
-            f"on {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC: {platform.machine()}, {os.cpu_count()} cores, "
+            f"on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC: {platform.machine()}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}."
         )
         body = "\n".join([f"Command: `python benchmarks/{' '.join(command)}`", "", when, "", result.stdout.strip(), "", notes])

@@ -22,7 +22,7 @@ runs with one. A run without a logical date fails at once with a message saying 
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, get_current_context, task
@@ -38,8 +38,8 @@ OUTPUT = os.environ.get("ZETA_EXAMPLE_OUTPUT") or os.path.join(
 with DAG(
     dag_id="zeta_regional_sales",
     schedule=os.environ.get("ZETA_EXAMPLE_SCHEDULE", "@daily") or None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
-    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=timezone.utc)
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=UTC)
     if os.environ.get("ZETA_EXAMPLE_END_DATE")
     else None,
     catchup=False,

@@ -13,7 +13,7 @@ sets ``max_active_runs`` as for the provider's DAG.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -28,8 +28,8 @@ OUTPUT = os.environ.get("ZETA_BASELINE_OUTPUT") or os.path.join(
 with DAG(
     dag_id="zeta_regional_sales_baseline",
     schedule=os.environ.get("ZETA_BASELINE_SCHEDULE") or None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
-    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=timezone.utc)
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    end_date=datetime.fromisoformat(os.environ["ZETA_EXAMPLE_END_DATE"]).replace(tzinfo=UTC)
     if os.environ.get("ZETA_EXAMPLE_END_DATE")
     else None,
     catchup=False,

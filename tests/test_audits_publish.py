@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.audits import AUDIT_RESULTS_XCOM
-from zeta_harness.leftovers import run_directory
-from zeta_harness.published import read_partition
 from tests.conftest import ARTIFACTS
 from tests.test_deploy_windows import launches
+from zeta_harness.leftovers import run_directory
+from zeta_harness.published import read_partition
 
 CHROMIUM = os.environ.get("ZETA_CHROMIUM", "/usr/bin/chromium")
 

@@ -6,7 +6,7 @@ schemas are known independently of Spark and of the provider.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -49,7 +49,7 @@ def test_the_audit_job_reads_schema_nulls_and_duplicates_of_each_staged_source(t
         seen_rows[fact.source] = fact.read_rows
         return fact.read_rows == fact.rows or f"read {fact.read_rows} rows, the driver reported {fact.rows}"
 
-    with DAG("audited", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    with DAG("audited", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
         operator = CompletedPointOperator(
             task_id="completed_point",
             output_root=str(tmp_path / "table"),

@@ -17,10 +17,10 @@ import pytest
 
 from airflow_provider_zeta.core.paths import attempt_dir
 from airflow_provider_zeta.processes import pids_carrying
-from zeta_harness.leftovers import leftovers_past_due, run_directory
 from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
 from tests.test_deploy_windows import launches
 from tests.test_pipeline_publish import DAG_ID, SOURCES, expected_row_count, marker, published
+from zeta_harness.leftovers import leftovers_past_due, run_directory
 
 SWEEP_DAG = "zeta_sweep_test"
 

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import safe_segment
+from tests.test_publish_windows import task_logs
 from zeta_harness.leftovers import leftovers_past_due, run_directory
 from zeta_harness.published import read_partition
-from tests.test_publish_windows import task_logs
 
 pytestmark = pytest.mark.sqlite_only  # provider logic, not the database
 

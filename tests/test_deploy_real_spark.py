@@ -19,9 +19,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
-from zeta_harness.spark_standalone import SparkStandaloneCluster
 from tests.conftest import PROJECT_ROOT, spark_env
 from tests.test_deploy_windows import DAG_ID, current_token, launches, task_log
+from zeta_harness.spark_standalone import SparkStandaloneCluster
 
 pytestmark = pytest.mark.spark
 DAGS = PROJECT_ROOT / "tests" / "dags"

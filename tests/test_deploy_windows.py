@@ -10,8 +10,6 @@ PostgreSQL; a failing driver and a user's mark-failed are in ``test_deploy_fault
 
 from __future__ import annotations
 
-import pytest
-
 import contextlib
 import json
 import os
@@ -20,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, attempt_dir
 

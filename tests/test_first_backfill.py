@@ -17,15 +17,15 @@ from __future__ import annotations
 import json
 import textwrap
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from airflow_provider_zeta import CLEANUP_ASSET, zeta_pipeline
-from zeta_harness.chaos import create_backfill
 from tests.conftest import spark_env
 from tests.test_deploy_windows import launches
+from zeta_harness.chaos import create_backfill
 
 JOB = str(Path(__file__).resolve().parent / "jobs" / "counting_job.py")
 DATES = ("2026-02-01", "2026-02-02", "2026-02-03", "2026-02-04")
@@ -43,7 +43,7 @@ def assets_the_dag_processor_creates(dag) -> set[tuple[str, str]]:
 def test_the_dag_processor_creates_the_pipeline_asset_and_the_cleanup_asset_from_the_dag(tmp_path):
     from airflow.sdk import DAG
 
-    with DAG(dag_id="first_backfill_parse", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG(dag_id="first_backfill_parse", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline("orders", sources={"web": JOB, "stores": JOB}, output=str(tmp_path / "orders"))
     created = assets_the_dag_processor_creates(dag)
     assert ("orders", f"file://{tmp_path / 'orders'}") in created
@@ -59,7 +59,7 @@ def test_the_completed_points_of_one_dag_publish_one_at_a_time_unless_told_other
     # Airflow 3.3 (the cluster test below reproduced it on both databases before this default).
     from airflow.sdk import DAG
 
-    with DAG(dag_id="first_backfill_serial", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG(dag_id="first_backfill_serial", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline("orders", sources={"web": JOB}, output=str(tmp_path / "orders"))
         zeta_pipeline(
             "returns",

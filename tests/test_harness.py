@@ -8,11 +8,11 @@ after the wait must have been scheduled by the new scheduler.
 
 from __future__ import annotations
 
-import pytest
-
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from zeta_harness.cluster import COMPONENTS
 
@@ -28,7 +28,7 @@ def _job_ids(cluster, job_type: str) -> list[int]:
 def test_deferrable_run_survives_scheduler_and_triggerer_kill(airflow_cluster, db_kind):
     cluster = airflow_cluster(DAGS, db_kind)
     cluster.wait_for_dag(DAG_ID)
-    release_at = datetime.now(timezone.utc) + timedelta(seconds=45)
+    release_at = datetime.now(UTC) + timedelta(seconds=45)
     run_id = cluster.trigger_run(DAG_ID, conf={"release_at": release_at.isoformat()})
     cluster.wait_for_task(DAG_ID, run_id, "wait", {"deferred"}, timeout=120)
 
@@ -49,7 +49,7 @@ def test_deferrable_run_survives_scheduler_and_triggerer_kill(airflow_cluster, d
     assert not _pid_alive(old_triggerer_pid)
     cluster.start_component("triggerer")
     cluster.wait_healthy()
-    assert datetime.now(timezone.utc) < release_at, "the kills must happen while the task is still deferred"
+    assert datetime.now(UTC) < release_at, "the kills must happen while the task is still deferred"
     cluster.wait_for(
         lambda: [
             row

@@ -37,11 +37,11 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.ledger import LEASE_FRACTION, STOPPED_AFTER_FACTOR
+from tests.conftest import FAKE_SPARK_DIR, IN_CI, LOCAL_SPARK_CONN, PROJECT_ROOT, _finish, artifact_dir, require_postgres
 from zeta_harness.chaos import entries
 from zeta_harness.cluster import REDIS_BROKER_URL, AirflowCluster
 from zeta_harness.hosts import process_state, unshare_available
 from zeta_harness.hung_mount import HungMount, fatal_signal_pending, fuse_unavailable
-from tests.conftest import FAKE_SPARK_DIR, IN_CI, LOCAL_SPARK_CONN, PROJECT_ROOT, _finish, artifact_dir, require_postgres
 
 DAG_ID = "deploy_counting"
 LOST_AFTER_S = 15

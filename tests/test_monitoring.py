@@ -34,8 +34,8 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import LEDGER_FILE, task_attempts_dir
-from zeta_harness.cluster import AirflowCluster
 from tests.conftest import ARTIFACTS, PROJECT_ROOT, _finish, spark_env
+from zeta_harness.cluster import AirflowCluster
 
 # One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).
 pytestmark = pytest.mark.xdist_group("monitoring_cluster")

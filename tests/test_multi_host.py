@@ -64,13 +64,13 @@ import pytest
 
 from airflow_provider_zeta.core.ledger import STOPPED_AFTER_FACTOR
 from airflow_provider_zeta.processes import pids_carrying
+from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require_postgres
 from zeta_harness.chaos import driver_lives, entries, overlapping_drivers, relaunches
 from zeta_harness.cluster import CELERY_WORKER_PREFIX, REDIS_BROKER_URL, AirflowCluster
 from zeta_harness.hosts import NamespaceHost, process_state, skewed_clock_unavailable, skewed_wall_clock_env, unshare_available
 from zeta_harness.leftovers import leftovers_past_due, run_directory
 from zeta_harness.published import read_partition
 from zeta_harness.spark_standalone import SparkStandaloneCluster
-from tests.conftest import FAKE_SPARK_DIR, IN_CI, PROJECT_ROOT, _finish, require_postgres
 
 # One module-scoped cluster: these tests run in one test process (xdist group, pytest.ini).
 pytestmark = pytest.mark.xdist_group("multi_host_cluster")

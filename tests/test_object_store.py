@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from zeta_harness.cluster import AirflowCluster, free_port
 from tests.conftest import PROJECT_ROOT, _finish, spark_env
 from tests.test_monitoring import task_log_api
+from zeta_harness.cluster import AirflowCluster, free_port
 
 DAGS = PROJECT_ROOT / "tests" / "dags_object_store"
 DAG_ID, TASK_ID = "object_store_output", "chatty"

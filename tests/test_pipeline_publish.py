@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import run_tombstones_dir
+from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
+from tests.test_deploy_windows import launches
 from zeta_harness.chaos import run_scenario
 from zeta_harness.leftovers import leftovers_past_due, run_directory
 from zeta_harness.published import read_partition
-from tests.conftest import PIPELINE_DAGS, check_nothing_past_due
-from tests.test_deploy_windows import launches
 
 DAG_ID = "pipeline_counting"
 SOURCES = ("alpha", "beta", "gamma")

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from zeta_harness.published import read_partition
 from tests.test_deploy_windows import launches
+from zeta_harness.published import read_partition
 
 SOURCES = ("alpha", "beta", "gamma")
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_zeta.core.paths import run_tombstones_dir
-from zeta_harness.published import read_partition
 from tests.test_deploy_windows import launches
 from tests.test_publish_windows import consumer_runs
+from zeta_harness.published import read_partition
 
 DAG_ID = "pipeline_counting"
 SOURCES = ("alpha", "beta", "gamma")

@@ -23,16 +23,16 @@ from tests.secret_forms import (
     FORMS,
     LIMITS,
     PASSWORD,
-    S3_SECRET,
     RECIPIENT,
+    S3_SECRET,
     channel_leaks,
     forms_in,
     limits_shown,
     plugin_channels,
     readable_json,
     readable_mail,
-    task_log_leaks,
     run_leaky_dag,
+    task_log_leaks,
 )
 
 DAG_ID = "secret_channels"

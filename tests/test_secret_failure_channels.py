@@ -28,15 +28,15 @@ import urllib.parse
 
 from tests.secret_forms import (
     PASSWORD,
-    S3_SECRET,
     RECIPIENT,
+    S3_SECRET,
     channel_leaks,
     limits_shown,
     plugin_channels,
     readable_json,
     readable_mail,
-    task_log_leaks,
     run_leaky_dag,
+    task_log_leaks,
 )
 
 DAG_ID = "secret_failure_channels"

@@ -51,8 +51,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 #: The repository root, which holds this harness (a top-level package, not installed with the provider).
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]

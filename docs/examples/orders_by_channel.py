@@ -10,7 +10,7 @@ replaced partitions are kept ten minutes, then deleted.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -23,7 +23,7 @@ OUTPUT = os.environ.get("ORDERS_OUTPUT", "/tmp/zeta-example/orders_by_channel")
 with DAG(
     dag_id="orders_by_channel",
     schedule="@daily",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     tags=["zeta", "example"],
 ):

@@ -9,7 +9,7 @@ Output: ``$AIRFLOW_HOME/pipeline-audited-output``.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset
@@ -31,7 +31,7 @@ def rows_for(conf: dict, task_id: str) -> str:
 
 with DAG(
     dag_id="pipeline_audited",
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     schedule=None,
     catchup=False,
     max_active_runs=4,

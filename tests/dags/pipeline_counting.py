@@ -7,7 +7,7 @@ for backfills writes ``$AIRFLOW_HOME/pipeline-output-daily``.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset
@@ -21,7 +21,7 @@ SOURCES = ("alpha", "beta", "gamma")
 def counting_dag(dag_id: str, output: str, **schedule):
     with DAG(
         dag_id=dag_id,
-        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=4,
         tags=["zeta-test"],
@@ -57,5 +57,5 @@ counting_dag(
     "pipeline_counting_daily",
     OUTPUT + "-daily",
     schedule="@daily",
-    end_date=datetime(2026, 3, 31, tzinfo=timezone.utc),
+    end_date=datetime(2026, 3, 31, tzinfo=UTC),
 )

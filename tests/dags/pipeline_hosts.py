@@ -14,7 +14,7 @@ the old host's name — starts seconds before the bound, clear of Airflow's retr
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset
@@ -32,7 +32,7 @@ def hosts_pipeline(dag_id: str, output: str, **deploy_kwargs) -> DAG:
     with DAG(
         dag_id=dag_id,
         schedule=None,
-        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=4,
         tags=["zeta-test"],

@@ -10,7 +10,7 @@ its runs with their logical dates.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset
@@ -25,8 +25,8 @@ PARTITION = "ds={{ ds }}/hour={{ logical_date.strftime('%H') }}"
 with DAG(
     dag_id="pipeline_counting_hourly",
     schedule="@hourly",
-    start_date=datetime(2026, 7, 1, tzinfo=timezone.utc),
-    end_date=datetime(2026, 7, 31, tzinfo=timezone.utc),
+    start_date=datetime(2026, 7, 1, tzinfo=UTC),
+    end_date=datetime(2026, 7, 31, tzinfo=UTC),
     catchup=False,
     max_active_runs=4,
     tags=["zeta-test"],

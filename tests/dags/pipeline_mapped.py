@@ -9,7 +9,7 @@ Output: ``$AIRFLOW_HOME/pipeline-mapped-output``; the daily variant for backfill
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset, get_current_context, task
@@ -24,7 +24,7 @@ DEFAULT_SOURCES = ("north", "south", "east")
 def mapped_dag(dag_id: str, output: str, **schedule):
     with DAG(
         dag_id=dag_id,
-        start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
         catchup=False,
         max_active_runs=4,
         tags=["zeta-test"],
@@ -63,4 +63,4 @@ def mapped_dag(dag_id: str, output: str, **schedule):
 
 mapped_dag("pipeline_mapped", OUTPUT, schedule=None)
 # For backfills: daily, but ending before today, so the scheduler creates no run by itself.
-mapped_dag("pipeline_mapped_daily", OUTPUT + "-daily", schedule="@daily", end_date=datetime(2026, 3, 31, tzinfo=timezone.utc))
+mapped_dag("pipeline_mapped_daily", OUTPUT + "-daily", schedule="@daily", end_date=datetime(2026, 3, 31, tzinfo=UTC))

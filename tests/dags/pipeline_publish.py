@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import signal
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from airflow.sdk import DAG, Asset, TaskGroup
 from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.sdk import DAG, Asset, TaskGroup
 
 from airflow_provider_zeta import zeta_pipeline
 from airflow_provider_zeta.operators.cleanup import DelayedCleanupOperator
@@ -34,7 +34,7 @@ from airflow_provider_zeta.sensors.ready_to_close import ReadyToCloseSensor
 JOB = str(Path(__file__).resolve().parent.parent / "jobs" / "counting_job.py")
 HOME = os.environ.get("AIRFLOW_HOME", "/tmp")
 SOURCES = ("alpha", "beta", "gamma")
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 JOB_PARAMS = {
     "launch_log": "{{ dag_run.conf['launch_log'] }}",
     "release_dir": "{{ dag_run.conf.get('release_dir', '') }}",

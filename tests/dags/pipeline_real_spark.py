@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset
@@ -30,7 +30,7 @@ DRIVER_PATH = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
 
 with DAG(
     dag_id=DAG_ID,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     schedule=None,
     catchup=False,
     tags=["zeta-test"],

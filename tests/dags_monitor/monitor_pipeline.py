@@ -8,7 +8,7 @@ the plugin must serve redacted). ``freshness_alpha`` watches source alpha.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -20,7 +20,7 @@ JOB = str(Path(__file__).resolve().parent.parent / "jobs" / "counting_job.py")
 with DAG(
     dag_id="monitor_pipeline",
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     tags=["zeta-test"],
 ):

@@ -3,7 +3,7 @@ deploy task's log masked, and nothing of it any page or endpoint of the plugin."
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from airflow.sdk import DAG
@@ -13,7 +13,7 @@ from airflow_provider_zeta import ZetaSparkJobOperator
 with DAG(
     dag_id="monitor_secrets",
     schedule=None,
-    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     tags=["zeta-test"],
 ):

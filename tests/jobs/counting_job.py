@@ -27,6 +27,7 @@ import time
 
 from airflow_provider_zeta.runtime import zeta_context
 
+
 def expected_row_count(source: str) -> int:
     return 3 + sum(map(ord, source)) % 10
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -65,7 +65,7 @@ class Harness:
         self.monkeypatch.setattr(
             CompletedPointOperator, "_verified_staging", lambda self_, state_, ti, report: staged[report.source]
         )
-        with DAG("dag", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+        with DAG("dag", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
             operator = CompletedPointOperator(
                 task_id="completed_point", output_root=str(self.table), ready_task_id="ready", audits=audits, **kwargs
             )
@@ -77,7 +77,7 @@ class Harness:
         self.xcoms.clear()
         context = {
             "ds": DS,
-            "logical_date": datetime(2026, 7, 1, tzinfo=timezone.utc),
+            "logical_date": datetime(2026, 7, 1, tzinfo=UTC),
             "ti": SimpleNamespace(
                 dag_id="dag",
                 run_id=f"scheduled__{DS}",
@@ -203,7 +203,7 @@ def test_zeta_pipeline_passes_its_audits_and_spark_connection_to_the_completed_p
     from airflow_provider_zeta import zeta_pipeline
 
     audits = [rows_within(min=1), same_schema()]
-    with DAG("audited", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG("audited", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline("p", sources={"eu": "/jobs/eu.py"}, output="/t", conn_id="spark_audit", audits=audits)
         zeta_pipeline("q", sources={"eu": "/jobs/eu.py"}, output="/u")
     audited, plain = dag.get_task("p.completed_point"), dag.get_task("q.completed_point")
@@ -369,7 +369,7 @@ def test_zeta_pipeline_gives_the_audit_job_its_spark_conf_like_its_deploy_tasks(
     from airflow_provider_zeta import zeta_pipeline
 
     conf = {"spark.hadoop.fs.s3a.access.key": "k", "spark.x": "pipeline"}
-    with DAG("audited_conf", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG("audited_conf", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline("p", sources={"eu": "/jobs/eu.py"}, output="/t", conf=conf, audits=[same_schema()])
         zeta_pipeline("q", sources={"eu": "/jobs/eu.py"}, output="/u", conf=conf, audits=[same_schema()],
                       completed_point_kwargs={"audit_spark_submit_kwargs": {"conf": {"spark.x": "audit"}, "executor_memory": "1g"}})

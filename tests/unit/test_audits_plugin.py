@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from airflow_provider_zeta.core.audits import AUDIT_RESULTS_XCOM, decide_audits, rows_within, SourceFacts
+from airflow_provider_zeta.core.audits import AUDIT_RESULTS_XCOM, SourceFacts, decide_audits, rows_within
 from airflow_provider_zeta.plugins.page import render_rows_charts
 from tests.unit.test_monitor_listing_cost import DAG, engine  # noqa: F401 (fixture)
 from tests.unit.test_plugin_hostile import plugin_test_client
@@ -19,9 +19,8 @@ POINT = "p.completed_point"
 
 @pytest.fixture
 def client(engine, tmp_path, monkeypatch):  # noqa: F811
-    from sqlalchemy import delete
-
     from airflow.models.xcom import XComModel
+    from sqlalchemy import delete
 
     with engine.begin() as connection:  # the engine is the module's: no XCom of an earlier test
         connection.execute(delete(XComModel))
@@ -29,11 +28,10 @@ def client(engine, tmp_path, monkeypatch):  # noqa: F811
 
 
 def put_xcom(engine, run_id: str, key: str, value) -> None:  # noqa: F811
-    from sqlalchemy import insert, select
-
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
+    from sqlalchemy import insert, select
 
     with engine.begin() as connection:
         run_pk = connection.execute(select(DagRun.id).where(DagRun.dag_id == DAG, DagRun.run_id == run_id)).scalar_one()

@@ -72,11 +72,11 @@ def test_summarize_leaves_out_rounds_where_either_side_re_ran():
 
 
 def _iso(seconds):
-    return (dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
+    return (dt.datetime(2026, 11, 24, tzinfo=dt.UTC) + dt.timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")
 
 
 def test_hops_add_up_to_the_run_and_split_the_providers_tail():
-    t0 = dt.datetime(2026, 11, 24, tzinfo=dt.timezone.utc).timestamp()
+    t0 = dt.datetime(2026, 11, 24, tzinfo=dt.UTC).timestamp()
     run = {"dag_run_id": "r1", "queued_at": _iso(0), "start_date": _iso(30), "end_date": _iso(100)}
     launches = [
         {"run_id": "r1", "source": "emea", "token": "a", "at": t0 + 40},

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import UTC
 from types import SimpleNamespace
 
 import pytest
@@ -195,9 +196,10 @@ def stage_output_entry(out: StateStorage, folder: str, name: str, pipeline_id: s
 
 
 def test_two_pipelines_writing_one_table_each_record_only_their_own_leftovers(state, tmp_path):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    from airflow.sdk import DAG as Dag, TaskGroup
+    from airflow.sdk import DAG as Dag
+    from airflow.sdk import TaskGroup
 
     from airflow_provider_zeta.core.paths import run_pending_dir, run_tombstones_dir
 
@@ -214,7 +216,7 @@ def test_two_pipelines_writing_one_table_each_record_only_their_own_leftovers(st
         state.write_atomic(f"{attempt}/ledger.json", json.dumps({"token": f"tok-{pipeline}", "status": "succeeded", "started_at": 1, "heartbeat_at": 2}).encode())
         attempts[pipeline] = attempt
 
-    with Dag(dag_id=DAG, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    with Dag(dag_id=DAG, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
         tasks = {}
         for pipeline in ("p", "q"):
             with TaskGroup(pipeline):

@@ -9,20 +9,20 @@ import pytest
 from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
     DriverView,
+    DueAction,
     Leftovers,
     RecordStatus,
     RunPhase,
+    RunStatus,
     RunView,
     StartAction,
-    DueAction,
-    RunStatus,
     decide_due,
     decide_start,
     new_record,
     parse_cleanup_record,
+    plan_sweep,
     record_from_store,
     record_store_values,
-    plan_sweep,
 )
 from airflow_provider_zeta.core.ledger import CorruptState
 from airflow_provider_zeta.core.paths import attempt_dir, run_pending_dir, run_tombstones_dir

@@ -16,8 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_provider_zeta.core.ledger import HeartbeatSeen, Ledger, LedgerStatus, Phase, attempt_record_key
 from airflow_provider_zeta import observers
+from airflow_provider_zeta.core.ledger import HeartbeatSeen, Ledger, LedgerStatus, Phase, attempt_record_key
 from airflow_provider_zeta.core.paths import CANCEL_MARKER, LEDGER_FILE, attempt_dir
 from airflow_provider_zeta.operators import spark_job
 from airflow_provider_zeta.operators.spark_job import ZetaSparkJobOperator

@@ -248,9 +248,8 @@ def test_a_worker_that_cannot_seal_hands_over_nothing_says_so_and_still_defers(m
 
 
 def test_a_triggerer_with_another_fernet_key_logs_why_it_cannot_mask_by_value(fernet_key, monkeypatch, caplog):
-    from cryptography.fernet import Fernet
-
     from airflow.sdk.crypto import get_fernet
+    from cryptography.fernet import Fernet
 
     launch = worker_only_launch()
     kwargs = driver_output_kwargs(None, launch["env_vars"], {}, [])

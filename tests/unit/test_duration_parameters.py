@@ -4,13 +4,13 @@ with the parameter's name. DAGs are built in memory (no metadata DB, no componen
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from airflow_provider_zeta.core.durations import InvalidDuration
 
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _dag(dag_id: str):

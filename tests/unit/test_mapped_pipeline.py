@@ -3,7 +3,7 @@ ready-to-close sensor expects of a run's mapped source list (no Airflow componen
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -16,7 +16,7 @@ JOB = "/opt/jobs/job.py"
 
 
 def _mapped_dag(**kwargs):
-    with DAG(dag_id="mapped_unit", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG(dag_id="mapped_unit", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
 
         @task
         def discover() -> list[str]:
@@ -70,7 +70,7 @@ def test_each_entry_gets_its_source_application_and_options():
 
 def test_bad_mapped_pipelines_are_refused_when_parsed():
     with pytest.raises(ValueError, match="'application' is for a mapped 'sources'"):
-        with DAG(dag_id="x", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+        with DAG(dag_id="x", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
             zeta_pipeline("p", sources={"a": JOB}, output="/tmp/out", application=JOB)
     with pytest.raises(ValueError, match=r"deploy_kwargs may not hold \['source'\]"):
         _mapped_dag(deploy_kwargs={"source": "x"})

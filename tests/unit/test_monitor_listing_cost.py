@@ -12,7 +12,7 @@ the page is listed (``test_plugin_hostile.py`` has the hostile attempt trees).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -24,7 +24,7 @@ from airflow_provider_zeta.storage import StateStorage
 
 DAG = "hist"
 TASK = "p.deploy_a"
-START = datetime(2020, 1, 1, tzinfo=timezone.utc)
+START = datetime(2020, 1, 1, tzinfo=UTC)
 
 
 class CountingFS:
@@ -71,9 +71,8 @@ class CountingSession:
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    from sqlalchemy import create_engine
-
     from airflow.models import import_all_models
+    from sqlalchemy import create_engine
 
     import_all_models()
     from airflow.models.base import Base
@@ -85,10 +84,9 @@ def engine(tmp_path_factory):
 
 def make_runs(engine, state: StateStorage, historical: int, malformed: bool = False) -> dict[str, str]:
     """``historical`` ended runs with nothing left, and three live runs; returns the live run ids."""
-    from sqlalchemy import delete, insert
-
     from airflow.models.dagrun import DagRun
     from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import delete, insert
 
     with engine.begin() as connection:
         connection.execute(delete(TaskInstance))

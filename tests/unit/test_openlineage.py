@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -37,7 +37,7 @@ except ImportError:
     if os.environ.get("CI", "").lower() == "true":
         raise
     pytest.skip("apache-airflow-providers-openlineage is not installed (pip install -e '.[openlineage]')", allow_module_level=True)
-LOGICAL_DATE = datetime(2026, 5, 6, tzinfo=timezone.utc)
+LOGICAL_DATE = datetime(2026, 5, 6, tzinfo=UTC)
 RENDERED_PARTITION = "ds=2026-05-06"  # the default spec as the task runner renders it for LOGICAL_DATE
 PARENT_KEYS = (
     "spark.openlineage.parentJobNamespace",
@@ -350,7 +350,7 @@ def test_the_file_transport_writes_the_output_dataset_and_facets(tmp_path, monke
     client = OpenLineageClient(transport=FileTransport(FileConfig(log_file_path=str(events), append=True)))
     client.emit(
         RunEvent(
-            eventType=RunState.COMPLETE, eventTime=datetime.now(timezone.utc).isoformat(),
+            eventType=RunState.COMPLETE, eventTime=datetime.now(UTC).isoformat(),
             run=Run(runId=str(generate_new_uuid()), facets=facets.run_facets),
             job=Job(namespace="default", name="lineage_dag.etl.completed_point"),
             outputs=facets.outputs, inputs=facets.inputs,

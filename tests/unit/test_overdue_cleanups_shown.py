@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 
@@ -187,9 +187,8 @@ def test_the_overview_shows_overdue_cleanups_per_dag_and_in_total(client):
 
 def set_cleanup_dag(engine, paused: bool | None) -> None:  # noqa: F811
     """The cleanup DAG's row in Airflow's ``dag`` table: absent (``None``), paused or not."""
-    from sqlalchemy import delete, insert
-
     from airflow.models.dag import DagModel
+    from sqlalchemy import delete, insert
 
     with engine.begin() as connection:
         connection.execute(delete(DagModel).where(DagModel.dag_id == "zeta_cleanup"))

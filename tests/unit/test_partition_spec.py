@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -254,13 +254,13 @@ def _hourly_pipeline(partition=HOURLY):
 
     from airflow_provider_zeta import zeta_pipeline
 
-    with DAG("hourly", schedule="@hourly", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG("hourly", schedule="@hourly", start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline("orders", sources={"web": "/jobs/web.py"}, output="/tmp/out", partition=partition)
     return dag
 
 
 def _context(hour: int) -> dict:
-    logical_date = datetime(2026, 7, 1, hour, tzinfo=timezone.utc)
+    logical_date = datetime(2026, 7, 1, hour, tzinfo=UTC)
     return {
         "ds": "2026-07-01",
         "logical_date": logical_date,
@@ -286,7 +286,7 @@ def test_the_default_spec_renders_ds():
 
     from airflow_provider_zeta.operators.completed_point import CompletedPointOperator
 
-    with DAG("daily", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    with DAG("daily", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
         publish = CompletedPointOperator(task_id="cp", output_root="/tmp/out", ready_task_id="r")
     assert publish.partition == DEFAULT_PARTITION
     publish.render_template_fields(_context(0))
@@ -371,7 +371,7 @@ def _publish(tmp_path, monkeypatch, dag_id, run_id, hour, partition, token, tabl
     state = StateStorage.from_url(str(tmp_path / "state"))
     staged = _stage(state, token, "eu")["eu"]
     monkeypatch.setattr(CompletedPointOperator, "_verified_staging", lambda self, state, ti, report: staged)
-    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
         publish = CompletedPointOperator(
             task_id="completed_point", output_root=str(tmp_path / table), ready_task_id="ready", partition=partition
         )

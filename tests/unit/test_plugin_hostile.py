@@ -42,12 +42,11 @@ def plugin_test_client(engine, tmp_path, monkeypatch):  # noqa: F811
     """The plugin's real FastAPI app over Airflow's models on a SQLite file and a state root with
     three live runs (``make_runs``), authentication replaced by one that allows everything. The
     client carries ``root`` (the state root's path), ``state`` (its storage) and ``live`` (run ids)."""
-    from fastapi.testclient import TestClient
-    from sqlalchemy.orm import Session
-
     import airflow.api_fastapi.app as airflow_app
     from airflow.api_fastapi.common.db import common
     from airflow.api_fastapi.core_api import security
+    from fastapi.testclient import TestClient
+    from sqlalchemy.orm import Session
 
     root = tmp_path / "state"
     state = StateStorage.from_url(str(root))

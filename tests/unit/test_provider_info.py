@@ -6,9 +6,9 @@ import importlib
 import json
 from pathlib import Path
 
+import airflow
 import jsonschema
 
-import airflow
 from airflow_provider_zeta.get_provider_info import get_provider_info
 
 PACKAGE = Path(__file__).resolve().parents[2] / "airflow_provider_zeta"

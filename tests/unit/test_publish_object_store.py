@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 from fsspec.implementations.local import LocalFileSystem
@@ -220,7 +221,7 @@ class Run:
         self.monkeypatch.setattr(
             CompletedPointOperator, "_verified_staging", lambda self_, state_, ti, report: staged[report.source]
         )
-        with DAG(self.dag_id, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+        with DAG(self.dag_id, schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
             operator = CompletedPointOperator(task_id="completed_point", output_root="zeta-table", ready_task_id="ready")
         reports = {
             n: {"source": n, "task_id": f"deploy_{n}", "incarnation": incarnation, "token": token, "output_path": "x", "rows": 1}
@@ -229,7 +230,7 @@ class Run:
         self.store.on_set = (lambda key: on_fence() if key == "zeta_publishing" else None) if on_fence else None
         context = {
             "ds": DS,
-            "logical_date": datetime(2026, 7, 1, tzinfo=timezone.utc),
+            "logical_date": datetime(2026, 7, 1, tzinfo=UTC),
             "ti": SimpleNamespace(
                 dag_id=self.dag_id,
                 run_id=self.run_id,

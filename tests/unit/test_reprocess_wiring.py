@@ -4,10 +4,9 @@ tasks decide the run's state."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
 from airflow.sdk import DAG, TriggerRule
 
 from airflow_provider_zeta import zeta_pipeline
@@ -19,7 +18,7 @@ SOURCES = ("alpha", "beta", "gamma")
 def serialized():
     from airflow.serialization.serialized_objects import DagSerialization
 
-    with DAG(dag_id="reprocess_wiring", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), schedule=None) as dag:
+    with DAG(dag_id="reprocess_wiring", start_date=datetime(2026, 1, 1, tzinfo=UTC), schedule=None) as dag:
         zeta_pipeline("p", sources={name: "/jobs/job.py" for name in SOURCES}, output="/tmp/out")
     return DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
 
@@ -54,7 +53,7 @@ def test_the_deploys_stay_the_runs_last_tasks_so_a_failed_or_marked_failed_run_e
 
 
 def test_the_sensor_starts_beside_the_sources():
-    with DAG(dag_id="reprocess_wiring_rule", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), schedule=None):
+    with DAG(dag_id="reprocess_wiring_rule", start_date=datetime(2026, 1, 1, tzinfo=UTC), schedule=None):
         group = zeta_pipeline("p", sources={name: "/jobs/job.py" for name in SOURCES}, output="/tmp/out")
     ready = group.children["p.ready_to_close"]
     assert ready.upstream_task_ids == set()

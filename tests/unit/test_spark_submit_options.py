@@ -9,7 +9,7 @@ when an upgrade of the Spark provider removes it or changes its signature.
 from __future__ import annotations
 
 import inspect
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -195,7 +195,7 @@ def test_the_pipeline_passes_options_per_source():
 
     from airflow_provider_zeta import zeta_pipeline
 
-    with DAG("pipeline_options", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)) as dag:
+    with DAG("pipeline_options", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)) as dag:
         zeta_pipeline(
             "orders",
             sources={"web": "/jobs/web.py", "stores": "/jobs/stores.py"},
@@ -223,7 +223,7 @@ def test_the_pipeline_refuses_options_for_unknown_sources_or_unknown_options():
 
     from airflow_provider_zeta import zeta_pipeline
 
-    with DAG("pipeline_bad_options", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    with DAG("pipeline_bad_options", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=UTC)):
         with pytest.raises(ValueError, match=r"spark_options for unknown sources \['mobile'\]"):
             zeta_pipeline("p1", sources={"web": "/a.py"}, output="/tmp/o", spark_options={"mobile": {"jars": "a.jar"}})
         with pytest.raises(ValueError, match=r"spark_options\['web'\] holds \['retries'\]"):

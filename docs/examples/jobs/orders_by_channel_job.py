@@ -18,12 +18,14 @@ PRODUCTS = ("coffee", "tea", "cocoa", "mugs")
 
 
 def orders_of_the_day(spark: SparkSession, channel: str, ds: str, count: int) -> DataFrame:
+    """``count`` made-up orders of ``channel`` on ``ds``, the same on every run."""
     rng = random.Random(f"{channel}/{ds}")
     rows = [(f"{channel}-{ds}-{i}", rng.choice(PRODUCTS), rng.randint(1, 5), rng.randint(200, 5000)) for i in range(count)]
     return spark.createDataFrame(rows, "order_id string, product string, quantity int, amount_cents int")
 
 
 def main() -> None:
+    """Compute this source's totals for the run's day into its staging path, then report."""
     ctx = zeta_context()
     spark = SparkSession.builder.appName(f"orders_by_channel_{ctx.source}").getOrCreate()
     orders = orders_of_the_day(spark, ctx.source, ctx.ds, int(ctx.params.get("orders_per_day", 500)))
