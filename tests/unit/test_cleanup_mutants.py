@@ -1,0 +1,227 @@
+"""Rules of core/cleanup.py that the other cleanup tests left open: which pipeline's cleanup takes
+an output entry, the waiter folder's name on storage, the order a cleanup run looks at its due
+records, and what the overview's hint says about the cleanup DAG. Pure, no I/O."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from airflow_provider_zeta.core.cleanup import (
+    CleanupRecord,
+    RecordSeen,
+    RecordStatus,
+    StartAction,
+    StartDecision,
+    decide_start,
+    overdue_summary,
+    owned_output_entry,
+    record_from_store,
+    record_store_values,
+    schedule_carry_out,
+    waiter_entry,
+    waiter_entry_name,
+    waiter_folder_name,
+)
+from airflow_provider_zeta.core.ledger import CorruptState
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+
+
+def pending(dag: str = "d", run: str = "r", due: float = NOW - HOUR, incarnation: int | None = 0) -> CleanupRecord:
+    owner = "p.cleanup" if incarnation is not None else "sweep"
+    return CleanupRecord(dag, run, incarnation, owner, due - 600, due)
+
+
+# -- how a cleanup task starts: every decision whole --------------------------------------------------
+
+ATTEMPT = "runs/d/r/attempts/p.deploy_a/-1/t1"
+TOMBSTONE = "_zeta_tombstones/d/r/ds=2026-11-01-c0"
+
+
+def own(incarnation: int | None = 1, status: RecordStatus = RecordStatus.PENDING, nonce: str | None = "n1") -> CleanupRecord:
+    return CleanupRecord(
+        "d", "r", incarnation, "p.cleanup", NOW, NOW + 600.4, (ATTEMPT,), {"/data/out": (TOMBSTONE,)}, status, run_nonce=nonce
+    )
+
+
+BAD_STORE, BAD_FILE = CorruptState("store unreadable"), CorruptState("file unreadable")
+
+
+@pytest.mark.parametrize(
+    "stored, on_file, nonce, decision",
+    [
+        (BAD_STORE, None, None, StartDecision(StartAction.FAIL, "corrupt_record", "store unreadable")),
+        (BAD_STORE, own(0), None, StartDecision(StartAction.FAIL, "corrupt_record", "store unreadable")),
+        (None, BAD_FILE, None, StartDecision(StartAction.FAIL, "corrupt_record", "file unreadable")),
+        (
+            own(2),
+            None,
+            None,
+            StartDecision(
+                StartAction.FAIL,
+                "future_record",
+                "the task state store holds the record of incarnation 2, newer than this try's 1: this try is stale. "
+                "Nothing was deleted.",
+            ),
+        ),
+        (
+            own(1, RecordStatus.CLEANED),
+            own(1),
+            None,
+            StartDecision(
+                StartAction.ALREADY_CLEANED,
+                "already_cleaned",
+                "this incarnation's cleanup already ran",
+                own(1, RecordStatus.CLEANED),
+            ),
+        ),
+        (own(1), None, None, StartDecision(StartAction.RESUME, "resume_window", "keeps the due time 1800000600", own(1))),
+        (
+            None,
+            own(1),
+            "n2",
+            StartDecision(
+                StartAction.NEW,
+                "foreign_record_file",
+                "the record file of incarnation 1 was written by another run of this id (deleted and created again): "
+                "a new record of this run adopts its 2 paths",
+            ),
+        ),
+        (
+            None,
+            own(1, RecordStatus.CLEANED),
+            "n1",
+            StartDecision(
+                StartAction.ALREADY_CLEANED,
+                "already_cleaned",
+                "the record file says this cleanup ran",
+                own(1, RecordStatus.CLEANED),
+            ),
+        ),
+        (
+            BAD_STORE,
+            own(1),
+            None,
+            StartDecision(StartAction.RESUME, "resume_from_file", "keeps the due time 1800000600 of the record file", own(1)),
+        ),
+        (own(0), own(0), None, StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")),
+        (own(None), None, None, StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")),
+        (None, None, "n1", StartDecision(StartAction.NEW, "open_window", "no record of this incarnation yet")),
+    ],
+    ids=[
+        "corrupt-store",
+        "corrupt-store-file-of-another-incarnation",
+        "corrupt-file",
+        "future-record",
+        "cleaned-in-store",
+        "resume-from-store",
+        "file-of-another-run",
+        "cleaned-on-file",
+        "torn-store-resumes-from-file",
+        "older-incarnation",
+        "sweep-record-in-store",
+        "nothing-yet",
+    ],
+)
+def test_a_cleanup_task_starts_with_exactly_the_action_rule_reason_and_record_of_the_first_rule_that_applies(
+    stored, on_file, nonce, decision
+):
+    assert decide_start(1, stored, on_file, run_nonce=nonce) == decision
+
+
+# -- the record in a task state store -----------------------------------------------------------------
+
+
+def test_a_small_record_is_stored_as_one_chunk_of_its_lists_in_sorted_json_then_its_header():
+    record = own(1).with_changes(adopted=(0,), stopped_drivers=("t9",), tasks=("p.deploy_a",))
+    values = record_store_values(record)
+    assert [key for key, _ in values] == ["zeta_cleanup_paths_0", "zeta_cleanup"]
+    chunk, header = values[0][1], values[1][1]
+    assert chunk == {
+        "data": '{"adopted": [0], "outputs": {"/data/out": ["_zeta_tombstones/d/r/ds=2026-11-01-c0"]}, '
+        '"state_paths": ["runs/d/r/attempts/p.deploy_a/-1/t1"], "stopped_drivers": ["t9"], "tasks": ["p.deploy_a"]}'
+    }
+    assert header["paths_chunks"] == 1
+    assert header["paths_digest"] == hashlib.sha256(chunk["data"].encode()).hexdigest()
+    assert record_from_store(header, dict(values).get, "store") == record
+
+
+# -- which cleanup takes an output entry -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "entry_pipeline, pipeline_id, owned",
+    [
+        ("p", None, True),  # a cleanup of the whole run takes every entry, whoever's marker it has
+        (None, None, True),
+        (None, "p", True),  # an entry without a readable marker is taken by every cleanup of the run
+        ("", "p", True),
+        ("p", "p", True),  # the entry of this cleanup's own pipeline
+        ("q", "p", False),  # another pipeline's entry is left to that pipeline's cleanup
+    ],
+)
+def test_an_output_entry_is_owned_by_its_pipelines_cleanup_by_a_whole_run_cleanup_or_by_all_without_a_marker(
+    entry_pipeline, pipeline_id, owned
+):
+    assert owned_output_entry(entry_pipeline, pipeline_id) is owned
+
+
+# -- the waiter folder ---------------------------------------------------------------------------------
+
+
+def test_a_waiter_folder_name_is_stable_on_storage_w_and_32_hex_digits_of_the_runs_digest():
+    # A retried run of the cleanup DAG finds its own entries by this name, also across an upgrade of
+    # the provider: the name is an on-storage format, pinned here by its value.
+    name = waiter_folder_name("zeta_cleanup", "scheduled__2026-11-01T00:00:00+00:00")
+    assert name == "w-ade67c779fc1435d4b22bca1e2d506eb"
+    other = waiter_folder_name("zeta_cleanup", "manual__1")
+    assert other.startswith("w-") and len(other) == 34 and set(other[2:]) <= set("0123456789abcdef")
+
+
+def test_a_waiter_entrys_name_and_bytes_are_stable_on_storage():
+    # The cleanup task writes the entry under this name and a run of the cleanup DAG (perhaps of a
+    # newer provider) looks for it by the same name: 32 hex digits of the key's digest. Its bytes
+    # are JSON with sorted keys.
+    key = ("sales", "manual__1", "p.cleanup", 2)
+    assert waiter_entry_name(key) == "d7291ef4e4f567ad1e66d2504fc23321.json"
+    assert waiter_entry(key, NOW + 600) == (
+        b'{"dag_id": "sales", "due_at": 1800000600.0, "incarnation": 2, "owner": "p.cleanup", "run_id": "manual__1"}'
+    )
+
+
+# -- the order of a look -------------------------------------------------------------------------------
+
+
+def test_due_records_are_looked_at_soonest_due_first_whatever_their_names():
+    late_name_early_due = ("z_dag", "run-9", "p.cleanup", 0)
+    early_name_late_due = ("a_dag", "run-1", "p.cleanup", 0)
+    middle = ("m_dag", "run-5", "p.cleanup", 0)
+    waiting = {early_name_late_due: NOW - 5, middle: NOW - 30, late_name_early_due: NOW - 60}
+    assert schedule_carry_out(waiting, NOW).due == (late_name_early_due, middle, early_name_late_due)
+    # Records due at the same moment are looked at in the order of their keys.
+    tied = {early_name_late_due: NOW - 5, late_name_early_due: NOW - 5}
+    assert schedule_carry_out(tied, NOW).due == (early_name_late_due, late_name_early_due)
+
+
+# -- the overview's hint -------------------------------------------------------------------------------
+
+
+def test_the_hint_counts_the_pipeline_records_past_due():
+    summary = overdue_summary([RecordSeen("d", "success", pending(run=f"r{i}")) for i in range(2)], NOW)
+    assert summary.hint is not None
+    assert summary.hint.startswith("2 cleanup record(s) are pending past their due time: ")
+
+
+def test_when_airflow_could_not_say_whether_the_cleanup_dag_is_deployed_the_hint_names_every_cause():
+    # (None, ...): Airflow was asked and could not answer; the hint is the one for "not asked".
+    unknown = overdue_summary([RecordSeen("d", "success", pending())], NOW, cleanup_dag=(None, None))
+    not_asked = overdue_summary([RecordSeen("d", "success", pending())], NOW, cleanup_dag=None)
+    assert unknown.hint == not_asked.hint
+    assert unknown.hint == (
+        "1 cleanup record(s) are pending past their due time: the cleanup DAG 'zeta_cleanup' is missing, "
+        "paused or failing. Deploy dags/zeta_maintenance.py, unpause it or look at its failed runs; "
+        "the sweep ('zeta_sweep') carries overdue records out on its next run."
+    )
