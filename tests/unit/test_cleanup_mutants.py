@@ -10,10 +10,15 @@ import pytest
 
 from airflow_provider_zeta.core.cleanup import (
     CleanupRecord,
+    DueAction,
+    DueDecision,
+    Leftovers,
     RecordSeen,
     RecordStatus,
+    RunStatus,
     StartAction,
     StartDecision,
+    decide_due,
     decide_start,
     overdue_summary,
     owned_output_entry,
@@ -132,6 +137,144 @@ def test_a_cleanup_task_starts_with_exactly_the_action_rule_reason_and_record_of
     assert decide_start(1, stored, on_file, run_nonce=nonce) == decision
 
 
+# -- a record at its due time: every decision whole ------------------------------------------------------
+
+
+def task_record(incarnation: int | None, created: float, due: float, token: str, owner: str = "p.cleanup", **changes):
+    return CleanupRecord("d", "r", incarnation, owner, created, due, (f"runs/d/r/attempts/p.deploy_a/-1/{token}",)).with_changes(
+        **changes
+    )
+
+
+@pytest.mark.parametrize(
+    "record, run, others, decision",
+    [
+        (
+            task_record(1, NOW, NOW + 600.4, "t1"),
+            RunStatus("success", 1),
+            [],
+            DueDecision(DueAction.WAIT, "not_due", "due at 1800000600", until=NOW + 600.4),
+        ),
+        (
+            task_record(1, NOW - 600, NOW, "t1"),
+            None,
+            [],
+            DueDecision(DueAction.CARRY_OUT, "run_gone", "the run no longer exists"),
+        ),
+        (
+            task_record(1, NOW - 600, NOW, "t1"),
+            RunStatus("failed", 1),
+            [],
+            DueDecision(DueAction.CARRY_OUT, "due", "incarnation 1 is the run's current one (1)"),
+        ),
+        (
+            task_record(2, NOW - 600, NOW, "t1"),
+            RunStatus("success", 1),
+            [],
+            DueDecision(DueAction.CARRY_OUT, "due", "incarnation 2 is the run's current one (1)"),
+        ),
+        (
+            task_record(None, NOW - 600, NOW, "t1", owner="sweep"),
+            RunStatus("success", 3),
+            [],
+            DueDecision(DueAction.CARRY_OUT, "due", "incarnation None is the run's current one (3)"),
+        ),
+        (
+            task_record(None, NOW - 600, NOW, "t1", owner="sweep"),
+            RunStatus("queued", 3),
+            [],
+            DueDecision(
+                DueAction.RECHECK,
+                "run_active",
+                "the run is queued: its attempts may still be read; looked at again later",
+                until=NOW + 15,
+            ),
+        ),
+        (
+            task_record(1, NOW - 600, NOW, "t1"),
+            RunStatus("success", 3),
+            [
+                task_record(3, NOW, NOW + 600, "t3", owner="q.cleanup", adopted=(1,)),  # another owner's
+                task_record(1, NOW, NOW + 600, "t3", adopted=(1,)),  # not newer
+                task_record(2, NOW, NOW + 600, "t2", adopted=(0,)),  # adopted another incarnation
+                task_record(3, NOW, NOW + 600, "t3", adopted=(0, 1)),
+            ],
+            DueDecision(DueAction.DROP, "adopted", "incarnation 3's record took over these paths"),
+        ),
+        (
+            task_record(1, NOW - 600, NOW, "t1"),
+            RunStatus("running", 2),
+            [task_record(None, NOW, NOW + 600, "t3", owner="p.cleanup", adopted=(1,))],  # no incarnation: adopts nothing
+            DueDecision(
+                DueAction.RECHECK,
+                "newer_incarnation_active",
+                "incarnation 2 is running and may read these attempts; looked at again later",
+                until=NOW + 15,
+            ),
+        ),
+    ],
+    ids=["not-due", "run-gone", "due", "record-newer-than-run", "sweep-record-due", "run-active", "adopted", "newer-active"],
+)
+def test_a_record_at_its_due_time_gets_exactly_the_action_rule_reason_and_moment_of_the_first_rule_that_applies(
+    record, run, others, decision
+):
+    assert decide_due(record, run, others, Leftovers(), NOW, recheck_after=15) == decision
+
+
+def test_a_renewal_takes_every_pending_record_of_its_owner_up_to_the_current_incarnation_and_the_runs_leftovers():
+    record = task_record(
+        1,
+        NOW - 1000,
+        NOW - 400,
+        "a1",
+        outputs={"/o": ("_zeta_tombstones/d/r/t1",)},
+        run_nonce="n1",
+        pipeline_id="p",
+        tasks=("p.deploy_a",),
+    )
+    others = [
+        task_record(0, NOW - 3000, NOW - 2000, "c0", status=RecordStatus.CLEANED),  # carried out: not taken
+        task_record(0, NOW - 3000, NOW - 2000, "a0"),
+        task_record(2, NOW - 100, NOW + 900, "a2", adopted=(5,)),  # the current incarnation's: merged
+        task_record(3, NOW - 100, NOW + 5000, "a3"),  # newer than the run's incarnation: not taken
+        task_record(0, NOW - 3000, NOW - 2000, "q0", owner="q.cleanup"),  # another owner's: not taken
+    ]
+    uncovered = Leftovers(("runs/d/r/attempts/p.deploy_a/-1/b2",), {"/o": ("_zeta_tombstones/d/r/t2",)})
+    decision = decide_due(record, RunStatus("success", 2), others, uncovered, NOW, recheck_after=15)
+    renewed = CleanupRecord(
+        "d",
+        "r",
+        2,
+        "p.cleanup",
+        created_at=NOW,
+        due_at=NOW + 900,
+        state_paths=tuple(f"runs/d/r/attempts/p.deploy_a/-1/{t}" for t in ("a0", "a1", "a2", "b2")),
+        outputs={"/o": ("_zeta_tombstones/d/r/t1", "_zeta_tombstones/d/r/t2")},
+        adopted=(0, 1),
+        run_nonce="n1",
+        pipeline_id="p",
+        tasks=("p.deploy_a",),
+    )
+    assert decision == DueDecision(
+        DueAction.RENEW,
+        "newer_incarnation_ended",
+        "incarnation 2 read the run's attempts and ended without a cleanup of its own: 6 paths kept for another "
+        "window, until 1800000900",
+        until=NOW + 900,
+        record=renewed,
+    )
+
+
+def test_a_renewal_gives_the_records_own_window_from_now_never_a_negative_one():
+    week = task_record(0, NOW - 8 * 86400, NOW - 86400, "a0")
+    renewed = decide_due(week, RunStatus("failed", 1), [], Leftovers(), NOW, recheck_after=15).record
+    assert renewed is not None and (renewed.created_at, renewed.due_at) == (NOW, NOW + 7 * 86400)
+    # A record written by a host whose clock was behind: due before it was created.
+    skewed = task_record(0, NOW - 10, NOW - 20, "a0")
+    renewed = decide_due(skewed, RunStatus("failed", 1), [], Leftovers(), NOW, recheck_after=15).record
+    assert renewed is not None and renewed.due_at == NOW
+
+
 # -- the record in a task state store -----------------------------------------------------------------
 
 
@@ -147,6 +290,44 @@ def test_a_small_record_is_stored_as_one_chunk_of_its_lists_in_sorted_json_then_
     assert header["paths_chunks"] == 1
     assert header["paths_digest"] == hashlib.sha256(chunk["data"].encode()).hexdigest()
     assert record_from_store(header, dict(values).get, "store") == record
+
+
+def stored_header(payload: str, chunks: int = 1) -> dict:
+    return {**own(1).to_value(), "paths_chunks": chunks, "paths_digest": hashlib.sha256(payload.encode()).hexdigest()}
+
+
+@pytest.mark.parametrize(
+    "header, chunks, says",
+    [
+        ({}, {}, " has no path index (paths_chunks)"),
+        (7, {}, " has no path index (paths_chunks)"),
+        ([1], {}, " has no path index (paths_chunks)"),
+        ({"paths_chunks": "two"}, {}, ": a path chunk is missing or unreadable"),
+        ({"paths_chunks": 1}, {}, ": a path chunk is missing or unreadable"),
+        ({"paths_chunks": 1}, {"zeta_cleanup_paths_0": {"text": "{}"}}, ": a path chunk is missing or unreadable"),
+        (
+            stored_header("{}"),
+            {"zeta_cleanup_paths_0": {"data": '{"x": 1}'}},
+            ": its path chunks do not match the header's digest (a torn write)",
+        ),
+        (stored_header("{not json"), {"zeta_cleanup_paths_0": {"data": "{not json"}}, ": its paths are not valid JSON"),
+    ],
+    ids=["no-index", "a-number", "a-list", "index-not-a-number", "chunk-missing", "chunk-without-data", "torn", "not-json"],
+)
+def test_a_stored_record_that_cannot_be_rebuilt_is_refused_naming_where_and_why_and_that_nothing_was_deleted(
+    header, chunks, says
+):
+    with pytest.raises(CorruptState) as caught:
+        record_from_store(header, chunks.get, "in the store of p.cleanup")
+    assert str(caught.value) == f"cleanup record in the store of p.cleanup{says}. Nothing was deleted."
+
+
+def test_a_stored_record_naming_another_runs_attempt_is_refused_naming_where_it_is_stored():
+    foreign = own(1).with_changes(state_paths=("runs/d/other/attempts/p.deploy_a/-1/t1",))
+    values = dict(record_store_values(foreign))
+    with pytest.raises(CorruptState) as caught:
+        record_from_store(values["zeta_cleanup"], values.get, "in the store of p.cleanup")
+    assert str(caught.value).startswith("in the store of p.cleanup names 'runs/d/other/attempts/p.deploy_a/-1/t1', ")
 
 
 # -- which cleanup takes an output entry -------------------------------------------------------------
