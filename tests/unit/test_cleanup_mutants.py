@@ -18,6 +18,7 @@ from airflow_provider_zeta.core.cleanup import (
     RunStatus,
     StartAction,
     StartDecision,
+    cleanup_dag_problem,
     decide_due,
     decide_start,
     overdue_summary,
@@ -388,6 +389,39 @@ def test_due_records_are_looked_at_soonest_due_first_whatever_their_names():
 
 
 # -- the overview's hint -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "found, paused, problem",
+    [
+        (None, None, ("cleanup_dag_unknown", "could not ask Airflow whether the cleanup DAG 'zeta_cleanup' is deployed")),
+        (
+            False,
+            None,
+            (
+                "cleanup_dag_missing",
+                "no DAG 'zeta_cleanup' is deployed: nothing deletes this run's staging data, driver logs and tombstones "
+                "at their due time (only a sweep, if one runs); deploy dags/zeta_maintenance.py beside your pipelines "
+                "(or call airflow_provider_zeta.maintenance.zeta_cleanup_dag() and zeta_sweep_dag() in a DAG file of "
+                "yours)",
+            ),
+        ),
+        (
+            True,
+            True,
+            (
+                "cleanup_dag_paused",
+                "the cleanup DAG 'zeta_cleanup' is paused: this run's data is not deleted at its due time until it is "
+                "unpaused (only a sweep, if one runs, deletes it meanwhile)",
+            ),
+        ),
+        (True, False, None),
+        (True, None, None),
+    ],
+    ids=["unknown", "missing", "paused", "deployed", "deployed-pause-unknown"],
+)
+def test_a_cleanup_task_says_word_for_word_why_no_cleanup_dag_will_carry_its_record_out(found, paused, problem):
+    assert cleanup_dag_problem("zeta_cleanup", found, paused) == problem
 
 
 def test_the_hint_counts_the_pipeline_records_past_due():
