@@ -424,6 +424,14 @@ def test_a_cleanup_task_says_word_for_word_why_no_cleanup_dag_will_carry_its_rec
     assert cleanup_dag_problem("zeta_cleanup", found, paused) == problem
 
 
+@pytest.mark.parametrize("created", [float("nan"), float("inf"), float("-inf")])
+def test_a_record_whose_creation_time_is_not_a_finite_moment_is_unreadable_and_never_counted(created):
+    broken = pending(run="broken").with_changes(created_at=created)
+    summary = overdue_summary([RecordSeen("d", "success", broken, "w"), RecordSeen("d", "success", pending())], NOW)
+    assert summary.unreadable == (("d", "w"),)
+    assert (summary.total.count, summary.total.most_late_s) == (1, HOUR)
+
+
 def test_the_hint_counts_the_pipeline_records_past_due():
     summary = overdue_summary([RecordSeen("d", "success", pending(run=f"r{i}")) for i in range(2)], NOW)
     assert summary.hint is not None
