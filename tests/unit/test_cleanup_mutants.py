@@ -13,6 +13,7 @@ from airflow_provider_zeta.core.cleanup import (
     DueAction,
     DueDecision,
     Leftovers,
+    Overdue,
     RecordSeen,
     RecordStatus,
     RunStatus,
@@ -430,6 +431,11 @@ def test_a_record_whose_creation_time_is_not_a_finite_moment_is_unreadable_and_n
     summary = overdue_summary([RecordSeen("d", "success", broken, "w"), RecordSeen("d", "success", pending())], NOW)
     assert summary.unreadable == (("d", "w"),)
     assert (summary.total.count, summary.total.most_late_s) == (1, HOUR)
+
+
+def test_with_nothing_overdue_the_total_is_zero_records_zero_seconds_late():
+    summary = overdue_summary([RecordSeen("d", "success", pending(due=NOW + HOUR))], NOW)
+    assert summary.total == Overdue(0, 0.0) and summary.dags == () and summary.hint is None
 
 
 def test_the_hint_counts_the_pipeline_records_past_due():
