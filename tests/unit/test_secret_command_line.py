@@ -206,12 +206,15 @@ def test_no_process_shows_a_secret_conf_on_its_command_line_while_the_driver_run
     assert submitted["conf"]["spark.hadoop.fs.s3a.secret.key"] == S3_SECRET
     assert submitted["conf"]["spark.db.password"] == PASSWORD_CONF
     # ...and no named copy of them is left anywhere under the state root or the temporary directory.
+    # os.walk, not Path.rglob: other tests' processes create and remove their own directories in
+    # /tmp meanwhile, and rglob raises on a directory that goes while it lists it.
     for directory in (tmp_path / "state", Path(os.environ.get("TMPDIR", "/tmp"))):
-        for path in directory.rglob("*.properties") if directory.exists() else ():
-            try:
-                assert S3_SECRET not in path.read_text(errors="replace"), path
-            except OSError:
-                pass
+        for folder, _, names in os.walk(directory):
+            for path in (Path(folder) / name for name in names if name.endswith(".properties")):
+                try:
+                    assert S3_SECRET not in path.read_text(errors="replace"), path
+                except OSError:  # gone meanwhile, or not ours to read
+                    pass
 
 
 def test_a_failing_drivers_text_stays_out_of_the_exception_and_goes_to_the_task_log(tmp_path, spark_on_path, capsys):
