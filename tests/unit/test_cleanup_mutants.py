@@ -438,6 +438,12 @@ def test_with_nothing_overdue_the_total_is_zero_records_zero_seconds_late():
     assert summary.total == Overdue(0, 0.0) and summary.dags == () and summary.hint is None
 
 
+def test_a_sweep_record_within_the_grace_is_not_overdue():
+    sweep = pending(due=NOW - 300, incarnation=None)
+    summary = overdue_summary([RecordSeen("d", "success", sweep)], NOW)
+    assert (summary.total, summary.sweep_records, summary.hint) == (Overdue(0, 0.0), 0, None)
+
+
 def test_the_hint_counts_the_pipeline_records_past_due():
     summary = overdue_summary([RecordSeen("d", "success", pending(run=f"r{i}")) for i in range(2)], NOW)
     assert summary.hint is not None
