@@ -444,6 +444,24 @@ def test_a_sweep_record_within_the_grace_is_not_overdue():
     assert (summary.total, summary.sweep_records, summary.hint) == (Overdue(0, 0.0), 0, None)
 
 
+def test_the_hint_says_word_for_word_what_to_do_about_pipeline_records_sweep_records_and_unreadable_ones():
+    entries = [
+        RecordSeen("a", "success", pending("a", "r1")),
+        RecordSeen("b", "failed", pending("b", "r2")),
+        RecordSeen("b", None, pending("b", "r3", incarnation=None)),
+        RecordSeen("c", "success", CorruptState("bad"), "runs/c/r/cleanup/p.cleanup-0.json"),
+    ]
+    summary = overdue_summary(entries, NOW, cleanup_dag=(True, False))
+    assert (summary.total.count, summary.sweep_records) == (3, 1)
+    assert summary.hint == (
+        "2 cleanup record(s) are pending past their due time: the cleanup DAG 'zeta_cleanup' is deployed and not "
+        "paused: look at its failed runs; the sweep ('zeta_sweep') carries overdue records out on its next run. "
+        "1 of the sweep's own record(s) are past due: only the sweep ('zeta_sweep') carries them out, so it is "
+        "missing, paused or failing. 1 cleanup record(s) cannot be read: nothing of their runs is deleted until each "
+        "is fixed or deleted (the sweep then gives the run's leftovers a record of its own)."
+    )
+
+
 def test_the_hint_counts_the_pipeline_records_past_due():
     summary = overdue_summary([RecordSeen("d", "success", pending(run=f"r{i}")) for i in range(2)], NOW)
     assert summary.hint is not None
