@@ -22,6 +22,7 @@ from airflow_provider_zeta.core.cleanup import (
     cleanup_dag_problem,
     decide_due,
     decide_start,
+    overdue_cleanups,
     overdue_summary,
     owned_output_entry,
     record_from_store,
@@ -460,6 +461,13 @@ def test_the_hint_says_word_for_word_what_to_do_about_pipeline_records_sweep_rec
         "missing, paused or failing. 1 cleanup record(s) cannot be read: nothing of their runs is deleted until each "
         "is fixed or deleted (the sweep then gives the run's leftovers a record of its own)."
     )
+
+
+def test_a_record_is_overdue_only_more_than_the_grace_a_minute_by_default_past_its_due_time():
+    assert overdue_cleanups([pending(due=NOW - 60)], NOW) == Overdue(0, 0.0)
+    assert overdue_cleanups([pending(due=NOW - 60.5)], NOW) == Overdue(1, 60.5)
+    summary = overdue_summary([RecordSeen("d", "success", pending(due=NOW - 121))], NOW, grace=120)
+    assert (summary.grace, summary.total) == (120, Overdue(1, 121))
 
 
 def test_the_hint_counts_the_pipeline_records_past_due():
