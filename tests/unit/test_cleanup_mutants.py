@@ -1,6 +1,9 @@
-"""Rules of core/cleanup.py that the other cleanup tests left open: which pipeline's cleanup takes
-an output entry, the waiter folder's name on storage, the order a cleanup run looks at its due
-records, and what the overview's hint says about the cleanup DAG. Pure, no I/O."""
+"""Rules of core/cleanup.py that the other cleanup tests left open (each kills mutants that survived
+them, docs/mutation-survivors.md): every decision of ``decide_start`` and ``decide_due`` whole, a
+record in a task state store and each refusal to rebuild one, which pipeline's cleanup takes an
+output entry, the waiter entry's and folder's names and bytes on storage, the order a cleanup run
+looks at its due records, why no cleanup DAG will carry a record out, and the overdue summary with
+its hint word for word. Pure, no I/O."""
 
 from __future__ import annotations
 
