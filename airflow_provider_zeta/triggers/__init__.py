@@ -10,14 +10,14 @@ from typing import Any
 from airflow_provider_zeta.core.pacing import Pacer, min_deferral_wait
 
 #: A trigger of this provider never wakes its task sooner than this after the task deferred.
-#: An event that ends the task (``TaskSuccessEvent``) goes at once: it sets the task to success,
-#: which the scheduler's late processing of the deferring worker's exit leaves alone.
 #: Airflow 3.3 turns a wake-up that arrives before the scheduler processed the executor's
 #: "success" for the deferring worker into a spurious retry ("finished with state success, but the
 #: task instance's state attribute is queued"); the scheduler loop on a busy host took 6 s to get
 #: there in our tests. Each spurious retry is harmless here (the next try re-observes) but burns a
-#: retry. A Spark job never finishes this fast anyway. The default of ``[zeta] min_deferral``
-#: (``min_deferral_seconds``), which a deployment whose scheduler loop is quick may lower.
+#: retry. An event that ends the task (``TaskSuccessEvent``) goes at once: it sets the task to
+#: success, which that late processing leaves alone. A Spark job never finishes this fast anyway.
+#: The default of ``[zeta] min_deferral`` (``min_deferral_seconds``), which a deployment whose
+#: scheduler loop is quick may lower.
 MIN_DEFERRAL_SECONDS = 12.0
 
 #: How often a trigger takes the cheap signature of what it waits on (a ledger file's stat; which
