@@ -328,3 +328,14 @@ def test_the_ready_trigger_reads_no_report_of_a_deferred_task_whose_ledgers_ende
         with pytest.raises(asyncio.TimeoutError):
             asyncio.run(asyncio.wait_for(main(), 3))
     assert calls["states"] >= 3 and calls["xcom"] == 0, calls
+
+
+def test_sleep_for_is_a_tick_while_signatures_can_be_taken_else_the_wait_for_the_next_full_look():
+    pacer = Pacer(tick=0.5, first=4.0, slowest=10.0, after_change=2.0)
+    # Before the first full look, the look is due now: no sleep either way.
+    assert pacer.sleep_for(100.0, True) == 0.0 and pacer.sleep_for(100.0, False) == 0.0
+    pacer.looked(100.0, "running")  # the next full look at 104
+    assert pacer.sleep_for(101.0, True) == 0.5  # a tick, the full look being 3 s away
+    assert pacer.sleep_for(101.0, False) == 3.0  # no signature to take: sleep until the full look
+    assert pacer.sleep_for(103.75, True) == 0.25  # less than a tick left: only that
+    assert pacer.sleep_for(105.0, True) == 0.0 and pacer.sleep_for(105.0, False) == 0.0  # overdue: never negative
