@@ -54,11 +54,22 @@ COMPONENTS = ("scheduler", "triggerer", "worker")
 
 
 def kill_workers(cluster: AirflowCluster) -> list[int]:
-    """SIGKILL every busy LocalExecutor worker of the cluster (one supervising a task) and its task.
+    """SIGKILL every busy LocalExecutor worker of the cluster (one supervising a task) and its task;
+    none (``[]``) while any task instance of the cluster is queued.
+
+    A worker that has taken a queued task from the executor's queue has not yet told the API server
+    that it runs it, and a LocalExecutor worker killed then loses the task for good: it stays queued
+    until the scheduler restarts (the LocalExecutor has no ``revoke_task``, so Airflow's
+    ``task_queued_timeout`` passes it by). No provider code runs before a task is running, so that
+    window is Airflow's own and the kill waits it out; what is left is a task queued and picked up
+    in the milliseconds between this look and the kill.
 
     Processes are found the way the harness finds its own (session id), not by their environment:
     setproctitle hides a worker's ``/proc/<pid>/environ``.
     """
+    queued = cluster.api("GET", "/dags/~/dagRuns/~/taskInstances?state=queued&limit=1")["total_entries"]
+    if queued:
+        return []
     processes = cluster.harness_processes()
     pool = {p["pid"] for p in processes if "LocalExecutor" in p["cmdline"]}
     tasks = [p["pid"] for p in processes if p["ppid"] in pool]
@@ -423,7 +434,8 @@ class _ScenarioRun:
         self.kills.append(kill)
 
     def _kill_busy_workers(self) -> list[int]:
-        """Deferred tasks hold no worker: wait a little for one to be busy; the workers killed."""
+        """Deferred tasks hold no worker, and none is killed while a task is queued
+        (``kill_workers``): wait a little for a busy one; the workers killed."""
         deadline = time.monotonic() + 10
         killed: list[int] = []
         while not killed and time.monotonic() < deadline:
