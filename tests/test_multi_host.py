@@ -122,6 +122,10 @@ def hosts_cluster(request):
         db="postgres",
         executor="CeleryExecutor",
         celery_workers=2,
+        # A task running on a killed host keeps its CeleryExecutor slot for the scheduler's life
+        # (its Celery state never turns final), and this module kills hosts in every test: with
+        # the default 8 slots, the last test's tasks waited for "0 open slots" on a loaded machine.
+        parallelism=64,
         extra_env={
             "AIRFLOW_CONN_SPARK_DEFAULT": spark.connection_json(),
             "AIRFLOW__ZETA__DRIVER_HEARTBEAT_INTERVAL": str(HEARTBEAT_INTERVAL_S),
