@@ -110,7 +110,7 @@ def _kill_inner_and_cluster(inner: subprocess.Popen, info: dict | None) -> None:
     ids=["SIGTERM", "SIGINT", "SIGTERM-xdist"],
 )
 def test_interrupted_session_leaves_no_process_behind(tmp_path, signum, workers):
-    """Also with pytest-xdist (``make test`` runs two test processes): the cluster then lives in a
+    """Also with pytest-xdist (``make test`` runs four test processes): the cluster then lives in a
     worker, and a time limit's SIGTERM reaches only the controller. (Ctrl-C's SIGINT goes to the
     whole foreground process group, workers included, as in one process.)"""
     info_path = tmp_path / "cluster.json"
