@@ -7,8 +7,10 @@ ledger (a SUCCEEDED ledger that reappears would be published or reused).
 
 from __future__ import annotations
 
+import errno
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +29,22 @@ while time.time() < deadline:
 """
 
 
+def _delete_while_the_job_writes(path: Path) -> None:
+    """``rmtree``, again when the job re-created a file in a directory being removed (ENOTEMPTY:
+    it writes every 50 ms), until one pass removes the whole tree."""
+    for _ in range(100):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            if not path.exists():
+                return
+        except OSError as error:
+            if error.errno != errno.ENOTEMPTY:
+                raise
+    raise AssertionError(f"{path} could not be deleted while the job wrote into it")
+
+
 @pytest.mark.parametrize("intent_file", [True, False], ids=["launch-with-intent-file", "launch-without"])
 def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging(tmp_path, intent_file):
     if intent_file:  # the launch writes it before it starts the driver; only the cleanup deletes it
@@ -36,7 +54,7 @@ def test_a_deleted_attempt_stops_its_driver_though_the_job_recreates_its_staging
     try:
         ledger = attempt / "ledger.json"
         assert _wait_for(lambda: ledger.exists() and (attempt / "output" / "part-0").exists(), 15)
-        shutil.rmtree(attempt)  # the run's cleanup; the job's next write re-creates output/
+        _delete_while_the_job_writes(attempt)  # the run's cleanup; the job's next write re-creates output/
         gone = _wait_for(lambda: process.poll() is not None and not _group_alive(process.pid), 10)
         out = (tmp_path / "driver.out").read_text(errors="replace")
         assert gone, f"driver still running after its attempt was deleted:\n{out}"
