@@ -370,13 +370,13 @@ def test_a_proven_trigger_ends_its_task_without_waiting_out_the_minimum_deferral
     task sets it to success, which that exit cannot contradict, so it goes at once."""
     from airflow.triggers.base import TaskSuccessEvent
 
-    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "6")  # [zeta] min_deferral
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "12")  # [zeta] min_deferral
     _succeeded(tmp_path)
-    trigger, _ = _ending_trigger(tmp_path, monkeypatch, not_before=time.time() + 6.0)
+    trigger, _ = _ending_trigger(tmp_path, monkeypatch, not_before=time.time() + 12.0)
     started = time.monotonic()
-    event = asyncio.run(_first_event(trigger, timeout=15.0))
+    event = asyncio.run(_first_event(trigger, timeout=25.0))
     assert isinstance(event, TaskSuccessEvent)
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 8.0
 
 
 def test_a_trigger_that_wakes_its_task_waits_out_the_minimum_deferral(tmp_path, monkeypatch):
@@ -384,10 +384,10 @@ def test_a_trigger_that_wakes_its_task_waits_out_the_minimum_deferral(tmp_path, 
     task is woken, and not before ``not_before``."""
     from airflow.triggers.base import TaskSuccessEvent
 
-    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "6")  # [zeta] min_deferral
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "12")  # [zeta] min_deferral
     _succeeded(tmp_path)
-    trigger, _ = _ending_trigger(tmp_path, monkeypatch, latest_mark="m2", not_before=time.time() + 6.0)
+    trigger, _ = _ending_trigger(tmp_path, monkeypatch, latest_mark="m2", not_before=time.time() + 12.0)
     started = time.monotonic()
-    event = asyncio.run(_first_event(trigger, timeout=15.0))
+    event = asyncio.run(_first_event(trigger, timeout=25.0))
     assert not isinstance(event, TaskSuccessEvent)
-    assert time.monotonic() - started >= 5.5
+    assert time.monotonic() - started >= 11.5

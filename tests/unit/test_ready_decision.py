@@ -172,11 +172,11 @@ def test_the_trigger_ends_the_sensor_without_waiting_out_the_minimum_deferral(mo
     sets it to success, which that exit cannot contradict."""
     import time
 
-    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "6")  # [zeta] min_deferral
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "12")  # [zeta] min_deferral
     started = time.monotonic()
-    event = _trigger_events(monkeypatch, [ALL_READY, ALL_READY], [], not_before=time.time() + 6.0)
+    event = _trigger_events(monkeypatch, [ALL_READY, ALL_READY], [], not_before=time.time() + 12.0, timeout=25.0)
     assert isinstance(event, TaskSuccessEvent)
-    assert time.monotonic() - started < 4.0
+    assert time.monotonic() - started < 8.0
 
 
 def test_the_trigger_that_wakes_the_sensor_waits_out_the_minimum_deferral_and_looks_again(monkeypatch):
@@ -184,11 +184,11 @@ def test_the_trigger_that_wakes_the_sensor_waits_out_the_minimum_deferral_and_lo
     not before ``not_before``, and with the sources as they are after that wait."""
     import time
 
-    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "6")  # [zeta] min_deferral
+    monkeypatch.setenv("AIRFLOW__ZETA__MIN_DEFERRAL", "12")  # [zeta] min_deferral
     journal: list = []
     later = Evaluation(Verdict.ALL_READY, {"eu": _report("eu", "tok-eu-2"), "us": _report("us", "tok-us-1")})
     started = time.monotonic()
-    event = _trigger_events(monkeypatch, [ALL_READY, later], journal, own_mark="m2", not_before=time.time() + 6.0)
+    event = _trigger_events(monkeypatch, [ALL_READY, later], journal, own_mark="m2", not_before=time.time() + 12.0, timeout=25.0)
     assert not isinstance(event, TaskSuccessEvent)
-    assert time.monotonic() - started >= 5.5
+    assert time.monotonic() - started >= 11.5
     assert "tok-eu-2" in str(event.payload["ready_set"]) and "tok-eu-1" not in str(event.payload["ready_set"])
