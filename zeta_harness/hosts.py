@@ -254,7 +254,9 @@ class NamespaceHost:
         deadline = time.monotonic() + timeout
         while True:
             members = self.members()
-            running = [pid for pid in members if process_state(pid) != "T"]
+            # A zombie (a child that exited just before its parent was stopped, and so is not
+            # reaped until the thaw) or a gone process runs nothing and never shows "T".
+            running = [pid for pid in members if process_state(pid) not in ("T", "Z", "X")]
             if not running:
                 return members
             if time.monotonic() > deadline:

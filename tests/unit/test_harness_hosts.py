@@ -47,7 +47,7 @@ def test_a_frozen_host_runs_nothing_until_thawed():
         assert _wait_for(lambda: all(f.exists() for f in files), 15), host.log_path.read_text()
         frozen = host.freeze()
         assert host.init_pid in frozen and len(frozen) >= 5, frozen
-        assert {process_state(pid) for pid in host.members()} == {"T"}
+        assert {process_state(pid) for pid in host.members()} - {"Z", "X"} == {"T"}  # a zombie waits for the thaw
         time.sleep(0.3)  # a write in flight at the moment of the freeze lands
         sizes = [f.stat().st_size for f in files]
         time.sleep(1.0)
